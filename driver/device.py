@@ -1,0 +1,154 @@
+"""The driver's user-facing objects: a Device (one engine, its regions, its queues) and HostQueue,
+the CPU-side producer that posts descriptors the way the GPU-side header does."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+import numpy as np
+
+from driver.abi import COMPLETION_BYTES, COMPLETION_COUNT_MASK, COMPLETION_ERROR_BIT, Perm
+from driver.backend import Backend, Buffer
+from driver.descriptor import Descriptor
+from driver.errors import ArkdmaError, EngineTimeout, QueueError
+from driver.regions import RegionHandle, RegionTable
+
+COMPLETION_STRIDE = 64  # one completion word per cache line, so queues never share a line
+
+
+class Device:
+    """One engine with its region table and queues. Owns the memory it allocates."""
+
+    def __init__(self, backend: Backend):
+        self.backend = backend
+        self.geometry = backend.geometry
+        self.regions = RegionTable(backend)
+        self._completions: Buffer | None = None
+        self._completion_region: RegionHandle | None = None
+        self._queues: dict[int, HostQueue] = {}
+
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+    def alloc(self, size: int, placement: str = "host") -> Buffer:
+        return self.backend.alloc(size, placement)
+
+    def register(self, buffer: Buffer, **kwargs) -> RegionHandle:
+        return self.regions.register(buffer, **kwargs)
+
+    def _completion_slot(self, queue: int) -> tuple[Buffer, RegionHandle, int]:
+        if self._completions is None:
+            size = self.geometry.num_queues * COMPLETION_STRIDE
+            self._completions = self.alloc(size, self.backend.completion_placement)
+            self._completions.write(0, bytes(size))
+            self._completion_region = self.regions.register(self._completions, perms=Perm.WRITE)
+        return self._completions, self._completion_region, queue * COMPLETION_STRIDE
+
+    def queue(self, queue: int | None = None, start: int = 0) -> "HostQueue":
+        """Configure and enable a queue whose completion word lives in engine-reachable memory."""
+        if queue is None:
+            free = [q for q in range(self.geometry.num_queues) if q not in self._queues]
+            if not free:
+                raise ArkdmaError(f"all {self.geometry.num_queues} queues are in use; stop one first")
+            queue = free[0]
+        if queue in self._queues:
+            raise ArkdmaError(f"queue {queue} is already open; stop() it first")
+        if not 0 <= queue < self.geometry.num_queues:
+            raise ArkdmaError(f"queue {queue} does not exist (0..{self.geometry.num_queues - 1})")
+        buf, region, offset = self._completion_slot(queue)
+        hq = HostQueue(self, queue, buf, region, offset, start)
+        self._queues[queue] = hq
+        return hq
+
+    def _forget(self, queue: int) -> None:
+        self._queues.pop(queue, None)
+
+    def close(self) -> None:
+        for hq in list(self._queues.values()):
+            hq.stop()
+        self.backend.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class HostQueue:
+    """Posts descriptors into one queue from the CPU: write slots, ring the doorbell, poll the counter.
+
+    Flow control follows the ABI: at most SLOTS descriptors between the producer index and the
+    completion word. Every wait is bounded and raises EngineTimeout instead of hanging.
+    """
+
+    def __init__(self, device: Device, queue: int, buffer: Buffer, region: RegionHandle, offset: int, start: int):
+        self.device, self.id = device, queue
+        self._backend = device.backend
+        self._buffer, self._offset = buffer, offset
+        self.slots = device.geometry.slots
+        self.posted = start
+        self._backend.configure_queue(queue, region.id, offset, start)
+        self._backend.enable_queue(queue)
+
+    def completion_word(self) -> int:
+        return int.from_bytes(self._buffer.read(self._offset, COMPLETION_BYTES), "little")
+
+    @property
+    def completed(self) -> int:
+        return self.completion_word() & COMPLETION_COUNT_MASK
+
+    def _raise_if_halted(self, word: int) -> None:
+        if word >> COMPLETION_ERROR_BIT:
+            st = self._backend.queue_state(self.id)
+            raise QueueError(self.id, st.error, st.error_cookie, st.error_index)
+
+    def post(self, descriptors: Descriptor | Iterable[Descriptor] | np.ndarray, timeout: float = 10.0) -> int:
+        """Post descriptors (a Descriptor, an iterable of them, or a DESCRIPTOR_DTYPE array) and ring
+        the doorbell; returns the ticket: the completion count at which the last one is done."""
+        if isinstance(descriptors, Descriptor):
+            raw = descriptors.pack()
+        elif isinstance(descriptors, np.ndarray):
+            raw = descriptors.tobytes()
+        else:
+            raw = b"".join(d.pack() for d in descriptors)
+        count = len(raw) // 32
+        done = 0
+        while done < count:
+            free = self.slots - (self.posted - self._wait_completed(self.posted - self.slots + 1, timeout))
+            n = min(free, count - done)
+            self._backend.write_slots(self.id, self.posted, raw[done * 32 : (done + n) * 32])
+            self.posted += n
+            done += n
+            self._backend.ring(self.id, self.posted)
+        return self.posted
+
+    def _wait_completed(self, ticket: int, timeout: float) -> int:
+        """Wait until the completion word reaches `ticket`; return the completed count."""
+        deadline = time.monotonic() + timeout
+        spins = 0
+        while True:
+            word = self.completion_word()
+            self._raise_if_halted(word)
+            completed = word & COMPLETION_COUNT_MASK
+            if completed >= ticket:
+                return completed
+            self._backend.advance(ticket - completed)
+            spins += 1
+            if spins > 64:
+                if time.monotonic() > deadline:
+                    raise EngineTimeout(
+                        f"queue {self.id} on {self._backend.name}: completion stayed at {completed}, "
+                        f"waited {timeout:.1f} s for {ticket}; is the engine running?"
+                    )
+                time.sleep(0 if spins < 1000 else 1e-4)
+
+    def wait(self, ticket: int | None = None, timeout: float = 10.0) -> int:
+        """Block until descriptor `ticket` (default: everything posted) has completed."""
+        return self._wait_completed(self.posted if ticket is None else ticket, timeout)
+
+    def stop(self) -> None:
+        self._backend.disable_queue(self.id)
+        self.device._forget(self.id)
