@@ -135,6 +135,11 @@ class Backend(ABC):
     def wait_idle(self, timeout: float = 10.0) -> None:
         """Return when no enabled queue has work left (each idle or halted); TimeoutError otherwise."""
 
+    def unbacked_address(self, size: int) -> int:
+        """A bus address range of `size` bytes that no memory backs, for BUS_ERROR checks.
+        Only engines with Capability.BUS_ERRORS need it."""
+        raise NotImplementedError(f"engine {self.name} cannot model unbacked memory")
+
     def advance(self, descriptors: int) -> None:
         """Let the engine execute about `descriptors` more. Engines that run by themselves ignore this;
         the reference model, which only moves when stepped, executes exactly that many."""

@@ -41,6 +41,12 @@ class BusMemory:
         self._insert(addr, size)
         return addr
 
+    def hole(self, size: int) -> int:
+        """An address range of `size` bytes that no buffer backs (and none ever will)."""
+        addr = (self._next + 0xFFFF) & ~0xFFFF
+        self._next = addr + size + self.GAP
+        return addr
+
     def _insert(self, addr: int, size: int) -> None:
         i = bisect.bisect(self._starts, addr)
         self._starts.insert(i, addr)

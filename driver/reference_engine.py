@@ -153,6 +153,9 @@ class ReferenceEngine(Backend):
     def alloc(self, size: int, placement: str = "host") -> Buffer:
         return _MemoryBuffer(self.memory, self.memory.alloc(size), size, "host")
 
+    def unbacked_address(self, size: int) -> int:
+        return self.memory.hole(size)
+
     # --- host -------------------------------------------------------------------------
     def reset(self) -> None:
         g = self.geometry
