@@ -34,6 +34,18 @@ class EngineProvider(ABC):
         """False for engines that run a workload elsewhere (a simulator) instead of handing out a Backend."""
         return True
 
+    def run_scenarios(self, scenarios, **params) -> dict:
+        """Play conformance scenarios (driver.scenario.Scenario), each on a fresh engine with the
+        scenario's geometry; returns {scenario name: Outcome}. Engines that run elsewhere (a
+        simulator) override this to play the whole batch in one run."""
+        from driver.scenario import play
+
+        outcomes = {}
+        for sc in scenarios:
+            with self.open(num_queues=sc.num_queues, slots=sc.slots, num_regions=sc.num_regions, **params) as be:
+                outcomes[sc.name] = play(be, sc)
+        return outcomes
+
     def run_workload(self, spec, **params):
         """Run `arkdma demo`'s workload (a WorkloadSpec) on this engine; returns a WorkloadResult."""
         from ark_runtime.workload import run_on_backend
