@@ -1,89 +1,40 @@
 """Which engines exist, which can run here (and why not), and how to open one.
 
-Each engine registers a provider. The runtime and `arkdma demo` pick the best available
-one in PREFERENCE order; `engine=` forces one. Providers import their heavy parts
-(CuPy, the native library, Amaranth, cocotb) only when probed or opened, so a GPU machine
-without the hardware tools still runs the runtime.
+The runtime and `arkdma demo` pick the best available engine in PREFERENCE order;
+`engine=` forces one. Each provider is named by "module:Class" and imported only when
+asked for, so a machine without an engine's parts (CuPy, the native library, Amaranth,
+cocotb) still lists it, with the reason it cannot run.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Callable
+import importlib
 from dataclasses import dataclass
 
 from driver.backend import Backend
 from driver.errors import EngineUnavailable
+from driver.provider import EngineProvider
 
-PREFERENCE = ("card", "software-cuda", "rtl", "software-host", "reference")
-
-
-class EngineProvider(ABC):
-    name: str
-    summary: str
-
-    @abstractmethod
-    def unavailable_reason(self) -> str | None:
-        """None when the engine can run here, else one line saying why not and what to do."""
-
-    @abstractmethod
-    def open(self, **params) -> Backend:
-        """A ready Backend; raises EngineUnavailable with the reason when it cannot run here."""
-
-    def runs_in_process(self) -> bool:
-        """False for engines that run a workload elsewhere (a simulator) instead of handing out a Backend."""
-        return True
-
-    def run_scenarios(self, scenarios, **params) -> dict:
-        """Play conformance scenarios (driver.scenario.Scenario), each on a fresh engine with the
-        scenario's geometry; returns {scenario name: Outcome}. Engines that run elsewhere (a
-        simulator) override this to play the whole batch in one run."""
-        from driver.scenario import play
-
-        outcomes = {}
-        for sc in scenarios:
-            with self.open(num_queues=sc.num_queues, slots=sc.slots, num_regions=sc.num_regions, **params) as be:
-                outcomes[sc.name] = play(be, sc)
-        return outcomes
-
-    def run_workload(self, spec, **params):
-        """Run `arkdma demo`'s workload (a WorkloadSpec) on this engine; returns a WorkloadResult."""
-        from ark_runtime.workload import run_on_backend
-
-        with self.open(**params) as backend:
-            return run_on_backend(backend, spec)
+# Best first. A provider module that does not exist yet (or whose engine was not built) is listed
+# as unavailable with the reason.
+PROVIDERS: dict[str, str] = {
+    "card": "driver.card:CardProvider",
+    "software-cuda": "host.provider:CudaProvider",
+    "rtl": "sim.provider:RtlProvider",
+    "software-host": "host.provider:HostProvider",
+    "reference": "driver.provider:ReferenceProvider",
+}
 
 
-class ReferenceProvider(EngineProvider):
-    name = "reference"
-    summary = "the ABI executed in Python (the executable spec)"
+class _Missing(EngineProvider):
+    def __init__(self, name: str, reason: str):
+        self.name, self.summary, self._reason = name, "", reason
 
     def unavailable_reason(self) -> str | None:
-        return None
+        return self._reason
 
     def open(self, **params) -> Backend:
-        from driver.reference_engine import ReferenceEngine
-
-        return ReferenceEngine(**params)
-
-
-_PROVIDERS: dict[str, Callable[[], EngineProvider]] = {"reference": ReferenceProvider}
-
-
-def register(name: str, factory: Callable[[], EngineProvider]) -> None:
-    _PROVIDERS[name] = factory
-
-
-def _load_builtin_providers() -> None:
-    """Providers that live beside their engines register themselves on import; missing parts are fine."""
-    import importlib
-
-    for module in ("host.provider", "sim.provider", "driver.card_provider"):
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name is None or not module.startswith(exc.name):
-                raise
+        raise EngineUnavailable(f"engine {self.name} cannot run here: {self._reason}")
 
 
 @dataclass(frozen=True)
@@ -94,21 +45,25 @@ class EngineStatus:
     reason: str  # why not, when not available
 
 
-def provider(name: str) -> EngineProvider:
-    _load_builtin_providers()
-    if name not in _PROVIDERS:
-        raise EngineUnavailable(f"unknown engine {name!r}; known engines: {', '.join(known())}")
-    return _PROVIDERS[name]()
-
-
 def known() -> list[str]:
-    _load_builtin_providers()
-    return sorted(_PROVIDERS, key=lambda n: PREFERENCE.index(n) if n in PREFERENCE else len(PREFERENCE))
+    return list(PROVIDERS)
+
+
+def provider(name: str) -> EngineProvider:
+    if name not in PROVIDERS:
+        raise EngineUnavailable(f"unknown engine {name!r}; known engines: {', '.join(PROVIDERS)}")
+    module, _, cls = PROVIDERS[name].partition(":")
+    try:
+        return getattr(importlib.import_module(module), cls)()
+    except ModuleNotFoundError as exc:
+        if exc.name and module.startswith(exc.name):
+            return _Missing(name, f"this build of arkdma has no {module} module")
+        raise
 
 
 def status() -> list[EngineStatus]:
     out = []
-    for name in known():
+    for name in PROVIDERS:
         p = provider(name)
         reason = p.unavailable_reason()
         out.append(EngineStatus(name, p.summary, reason is None, reason or ""))
@@ -116,11 +71,12 @@ def status() -> list[EngineStatus]:
 
 
 def best(in_process: bool = False) -> str:
-    """The most capable engine that can run here."""
-    for st in status():
-        if st.available and (not in_process or provider(st.name).runs_in_process()):
-            return st.name
-    raise EngineUnavailable("no engine can run here (the reference engine should always be able to)")
+    """The most capable engine that can run here (only in-process ones when asked)."""
+    for name in PROVIDERS:
+        p = provider(name)
+        if p.unavailable_reason() is None and (not in_process or p.runs_in_process()):
+            return name
+    raise EngineUnavailable("no engine can run here (the reference engine always should)")
 
 
 def open_engine(name: str | None = None, **params) -> Backend:

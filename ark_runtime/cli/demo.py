@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ark_runtime import engines
-from ark_runtime.workload import WorkloadResult, WorkloadSpec
+from driver.workload import WorkloadResult, WorkloadSpec
 
 
 def register(sub) -> None:

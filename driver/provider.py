@@ -1,0 +1,62 @@
+"""The base class of engine providers: probe whether an engine can run here, open it, play work on it.
+
+Providers live beside their engines (driver/, host/, sim/) and import their heavy parts
+(CuPy, the native library, Amaranth, cocotb) only inside methods, so listing engines is
+cheap and a GPU machine without the hardware tools still runs the runtime. The registry
+that orders them is ark_runtime/engines.py.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from driver.backend import Backend
+
+
+class EngineProvider(ABC):
+    name: str
+    summary: str
+
+    @abstractmethod
+    def unavailable_reason(self) -> str | None:
+        """None when the engine can run here, else one line saying why not and what to do."""
+
+    @abstractmethod
+    def open(self, **params) -> Backend:
+        """A ready Backend; raises EngineUnavailable with the reason when it cannot run here."""
+
+    def runs_in_process(self) -> bool:
+        """False for engines that run work elsewhere (under a simulator) instead of handing out a Backend."""
+        return True
+
+    def run_scenarios(self, scenarios, **params) -> dict:
+        """Play conformance scenarios (driver.scenario.Scenario), each on a fresh engine with the
+        scenario's geometry; returns {scenario name: Outcome}. Engines that run elsewhere (a
+        simulator) override this to play the whole batch in one run."""
+        from driver.scenario import play
+
+        outcomes = {}
+        for sc in scenarios:
+            with self.open(num_queues=sc.num_queues, slots=sc.slots, num_regions=sc.num_regions, **params) as be:
+                outcomes[sc.name] = play(be, sc)
+        return outcomes
+
+    def run_workload(self, spec, **params):
+        """Run `arkdma demo`'s workload (driver.workload.WorkloadSpec); returns a WorkloadResult."""
+        from driver.workload import run_on_backend
+
+        with self.open(**params) as backend:
+            return run_on_backend(backend, spec)
+
+
+class ReferenceProvider(EngineProvider):
+    name = "reference"
+    summary = "the ABI executed in Python (the executable spec)"
+
+    def unavailable_reason(self) -> str | None:
+        return None
+
+    def open(self, **params) -> Backend:
+        from driver.reference_engine import ReferenceEngine
+
+        return ReferenceEngine(**params)
