@@ -1,0 +1,132 @@
+"""Out-of-context synthesis and place-and-route of one Amaranth design for an ECP5 part (yosys + nextpnr-ecp5).
+
+Out of context: the design's ports stay internal nets (no I/O buffers, no pins), as a block
+behind a bridge would see them, so a 512-bit AXI engine is timed without needing 1,500 pins.
+nextpnr then also leaves the clock off the global network and times it as an ideal clock
+(no skew term in the path); a board build (fpga/board_build.py) puts it on a global buffer.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from fpga import toolchain
+from fpga.errors import FpgaFlowError
+from fpga.reports import PnrReport, parse_nextpnr_report, parse_yosys_stat
+
+
+@dataclass(frozen=True)
+class Ecp5Part:
+    name: str  # the part number without speed grade and package
+    nextpnr_device: str  # nextpnr-ecp5's device flag, without the dashes
+    package: str
+    speed: int
+
+    @property
+    def ordering_code(self) -> str:
+        return f"{self.name}-{self.speed}{self.package.replace('CABGA', 'BG')}"
+
+
+PARTS = {p.name: p for p in (
+    Ecp5Part("LFE5UM5G-85F", "um5g-85k", "CABGA381", 8),  # the ECP5-5G EVN board's part
+    Ecp5Part("LFE5UM-85F", "um-85k", "CABGA381", 8),
+    Ecp5Part("LFE5U-85F", "85k", "CABGA381", 8),
+    Ecp5Part("LFE5U-45F", "45k", "CABGA381", 8),
+    Ecp5Part("LFE5U-25F", "25k", "CABGA381", 8),
+)}
+DEFAULT_PART = "LFE5UM5G-85F"
+
+
+@dataclass(frozen=True)
+class PnrRun:
+    seed: int
+    report: PnrReport
+    seconds: float
+    log: Path
+
+
+@dataclass(frozen=True)
+class FlowResult:
+    part: Ecp5Part
+    target_mhz: float
+    cells: dict[str, int]  # after synthesis, by cell type
+    runs: tuple[PnrRun, ...]  # one per placement seed
+    seconds: dict[str, float]  # per step: convert, synthesize, place_and_route (all seeds), total
+    logs: dict[str, Path]
+
+
+class _Steps:
+    """Times the flow's steps and shows them with rich (a spinner and the elapsed time each)."""
+
+    def __init__(self, progress: Progress):
+        self.progress, self.seconds = progress, {}
+
+    @contextmanager
+    def step(self, key: str, description: str) -> Iterator[None]:
+        task = self.progress.add_task(description, total=1)
+        start = time.monotonic()
+        yield
+        self.seconds[key] = self.seconds.get(key, 0.0) + time.monotonic() - start
+        self.progress.update(task, completed=1)
+
+
+def _yosys_script(top: str, synth_opts: tuple[str, ...]) -> str:
+    return "\n".join([
+        f"read_rtlil {top}.il",
+        f"synth_ecp5 -top {top} -json {top}.json {' '.join(synth_opts)}".rstrip(),
+        "tee -q -o stat.json stat -json",
+        "",
+    ])
+
+
+def run(design, workdir: Path, *, top: str = "top", part: str = DEFAULT_PART, target_mhz: float = 125.0,
+        seeds: tuple[int, ...] = (1,), synth_opts: tuple[str, ...] = (), timeout_s: float = 3600.0,
+        roots: tuple[Path, ...] = (), console: Console | None = None) -> FlowResult:
+    """Converts `design` (an Amaranth Elaboratable; a wiring.Component's signature gives the ports) to
+    RTLIL, synthesizes it with synth_ecp5 and places and routes it once per seed out of context,
+    timed against `target_mhz`. Files and logs go to `workdir`; every tool run is bounded by `timeout_s`."""
+    if part not in PARTS:
+        raise FpgaFlowError(f"unknown ECP5 part {part!r}; known: {', '.join(PARTS)}")
+    if not seeds:
+        raise FpgaFlowError("give at least one placement seed")
+    if target_mhz <= 0:
+        raise FpgaFlowError(f"the target clock must be positive, not {target_mhz} MHz")
+    ecp5 = PARTS[part]
+    yosys, nextpnr = toolchain.find("yosys"), toolchain.find("nextpnr-ecp5")
+    workdir.mkdir(parents=True, exist_ok=True)
+    logs = {"yosys": workdir / "yosys.log"}
+    runs = []
+    start = time.monotonic()
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                        console=console or Console(stderr=True))
+    with progress:
+        steps = _Steps(progress)
+        with steps.step("convert", f"Amaranth -> RTLIL ({top}.il)"):
+            from amaranth.back import rtlil  # the runtime never imports Amaranth at module level
+
+            (workdir / f"{top}.il").write_text(rtlil.convert(design, name=top))
+            (workdir / "synth.ys").write_text(_yosys_script(top, synth_opts))
+        with steps.step("synthesize", f"yosys synth_ecp5 (log: {logs['yosys']})"):
+            yosys.run(["-s", "synth.ys"], logs["yosys"], workdir, timeout_s)
+        cells = parse_yosys_stat(workdir / "stat.json")
+        for seed in seeds:
+            log = workdir / f"nextpnr-seed{seed}.log"
+            logs[f"nextpnr-seed{seed}"] = log
+            report = workdir / f"report-seed{seed}.json"
+            t0 = time.monotonic()
+            with steps.step("place_and_route",
+                            f"nextpnr-ecp5 {ecp5.ordering_code} at {target_mhz:g} MHz, seed {seed} (log: {log})"):
+                nextpnr.run([f"--{ecp5.nextpnr_device}", "--package", ecp5.package, "--speed", str(ecp5.speed),
+                             "--json", f"{top}.json", "--out-of-context", "--freq", f"{target_mhz:g}",
+                             "--seed", str(seed), "--report", report.name, "--timing-allow-fail"],
+                            log, workdir, timeout_s)
+            runs.append(PnrRun(seed, parse_nextpnr_report(report, roots), time.monotonic() - t0, log))
+    seconds = {**steps.seconds, "total": time.monotonic() - start}
+    return FlowResult(ecp5, target_mhz, cells, tuple(runs), seconds, logs)
