@@ -1,0 +1,105 @@
+// The few CUDA driver API types and functions the CUDA executor uses, loaded from libcuda.so.1
+// at run time, so the engine builds with only a C++ compiler (no CUDA toolkit).
+// Names and values follow cuda.h (CUDA 13); tests/host/test_cuda_declarations.py checks them
+// against the real header where one is installed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace arkdma::cuda {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
+
+constexpr CUresult CUDA_SUCCESS = 0;
+constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
+constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
+constexpr CUresult CUDA_ERROR_NOT_READY = 600;
+
+constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x01;
+constexpr unsigned CU_MEMHOSTALLOC_DEVICEMAP = 0x02;
+constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
+constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
+constexpr unsigned CU_STREAM_WRITE_VALUE_DEFAULT = 0x0;
+constexpr int CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS = 122;
+constexpr int CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2;
+constexpr int CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
+constexpr unsigned CU_MEMORYTYPE_HOST = 0x01;
+constexpr unsigned CU_MEMORYTYPE_DEVICE = 0x02;
+constexpr int CU_MEMCPY_SRC_ACCESS_ORDER_STREAM = 0x1;
+
+struct CUmemLocation {
+  int type;
+  int id;
+};
+
+struct CUmemcpyAttributes {
+  int srcAccessOrder;
+  CUmemLocation srcLocHint;
+  CUmemLocation dstLocHint;
+  unsigned int flags;
+};
+
+// One member per driver entry point; `symbol` is the exported name (the _v2 names cuda.h maps to).
+#define ARKDMA_CUDA_FUNCTIONS(X)                                                                    \
+  X(cuInit, "cuInit", CUresult (*)(unsigned))                                                       \
+  X(cuDriverGetVersion, "cuDriverGetVersion", CUresult (*)(int*))                                   \
+  X(cuGetErrorName, "cuGetErrorName", CUresult (*)(CUresult, const char**))                         \
+  X(cuDeviceGetCount, "cuDeviceGetCount", CUresult (*)(int*))                                       \
+  X(cuDeviceGet, "cuDeviceGet", CUresult (*)(CUdevice*, int))                                       \
+  X(cuDeviceGetName, "cuDeviceGetName", CUresult (*)(char*, int, CUdevice))                         \
+  X(cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", CUresult (*)(char*, int, CUdevice))                 \
+  X(cuDeviceGetAttribute, "cuDeviceGetAttribute", CUresult (*)(int*, int, CUdevice))                \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult (*)(CUcontext*, CUdevice))       \
+  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult (*)(CUdevice))              \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult (*)(CUcontext))                                    \
+  X(cuMemAlloc, "cuMemAlloc_v2", CUresult (*)(CUdeviceptr*, size_t))                                \
+  X(cuMemFree, "cuMemFree_v2", CUresult (*)(CUdeviceptr))                                           \
+  X(cuMemHostAlloc, "cuMemHostAlloc", CUresult (*)(void**, size_t, unsigned))                       \
+  X(cuMemFreeHost, "cuMemFreeHost", CUresult (*)(void*))                                            \
+  X(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2",                                      \
+    CUresult (*)(CUdeviceptr*, void*, unsigned))                                                    \
+  X(cuPointerGetAttribute, "cuPointerGetAttribute", CUresult (*)(void*, int, CUdeviceptr))          \
+  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", CUresult (*)(CUdeviceptr, const void*, size_t))                \
+  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", CUresult (*)(void*, CUdeviceptr, size_t))                      \
+  X(cuMemcpyAsync, "cuMemcpyAsync", CUresult (*)(CUdeviceptr, CUdeviceptr, size_t, CUstream))       \
+  X(cuStreamCreate, "cuStreamCreate", CUresult (*)(CUstream*, unsigned))                            \
+  X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult (*)(CUstream))                                  \
+  X(cuStreamQuery, "cuStreamQuery", CUresult (*)(CUstream))                                         \
+  X(cuStreamWriteValue64, "cuStreamWriteValue64_v2",                                                \
+    CUresult (*)(CUstream, CUdeviceptr, uint64_t, unsigned))                                        \
+  X(cuStreamWaitEvent, "cuStreamWaitEvent", CUresult (*)(CUstream, CUevent, unsigned))              \
+  X(cuEventCreate, "cuEventCreate", CUresult (*)(CUevent*, unsigned))                               \
+  X(cuEventDestroy, "cuEventDestroy_v2", CUresult (*)(CUevent))                                     \
+  X(cuEventRecord, "cuEventRecord", CUresult (*)(CUevent, CUstream))                                \
+  X(cuEventQuery, "cuEventQuery", CUresult (*)(CUevent))
+
+// Optional: a batch of copies in one call (CUDA 12.8+; the _v2 signature is CUDA 13's).
+using PFN_cuMemcpyBatchAsync = CUresult (*)(CUdeviceptr*, CUdeviceptr*, size_t*, size_t,
+                                            CUmemcpyAttributes*, size_t*, size_t, CUstream);
+
+struct Driver {
+#define ARKDMA_CUDA_MEMBER(name, symbol, type) \
+  using PFN_##name = type;                      \
+  PFN_##name name = nullptr;
+  ARKDMA_CUDA_FUNCTIONS(ARKDMA_CUDA_MEMBER)
+#undef ARKDMA_CUDA_MEMBER
+  PFN_cuMemcpyBatchAsync cuMemcpyBatchAsync = nullptr;
+  void* handle = nullptr;
+  std::string path;
+
+  // "cuMemcpyAsync: CUDA_ERROR_INVALID_VALUE", for messages.
+  std::string describe(const char* call, CUresult rc) const;
+};
+
+// The process-wide driver table, loaded on first use from $ARKDMA_LIBCUDA or libcuda.so.1 and
+// initialised with cuInit(0). Returns nullptr and sets `error` when it cannot be loaded.
+const Driver* load_driver(std::string& error);
+
+}  // namespace arkdma::cuda
