@@ -176,9 +176,16 @@ class SoftwareEngine(Backend):
             raise ValueError(f"region address {addr:#x} and size {size} must be unsigned 64-bit values")
         native.check(self._lib.arkdma_sw_set_region(self._ptr, region, addr, size, perms, self.timeout),
                      f"region {region}")
+        # An engine-allocated buffer under a region stays alive while the region exists.
+        owner = self._handle.owner(addr, size) if perms else None
+        if owner is None:
+            self._handle.regions.pop(region, None)
+        else:
+            self._handle.regions[region] = owner
 
     def clear_region(self, region: int) -> None:
         native.check(self._lib.arkdma_sw_set_region(self._ptr, region, 0, 0, 0, self.timeout), f"region {region}")
+        self._handle.regions.pop(region, None)
 
     def configure_queue(self, queue: int, completion_region: int, completion_offset: int, start: int = 0) -> None:
         self._check_queue(queue)
@@ -202,6 +209,7 @@ class SoftwareEngine(Backend):
 
     def reset(self) -> None:
         native.check(self._lib.arkdma_sw_reset(self._ptr, self.timeout), "reset")
+        self._handle.regions.clear()
         self.errlog_overflow = False
 
     # --- producer (the CPU standing in for a GPU thread) --------------------------------------

@@ -25,6 +25,14 @@ class NativeHandle:
     def __init__(self, ptr: int):
         self.ptr: int | None = ptr
         self.buffers: weakref.WeakSet[NativeBuffer] = weakref.WeakSet()
+        self.regions: dict[int, NativeBuffer] = {}  # region id -> the buffer under it, kept alive
+
+    def owner(self, addr: int, size: int) -> "NativeBuffer | None":
+        """The engine-allocated buffer that holds [addr, addr + size), if any."""
+        for buf in self.buffers:
+            if buf.addr <= addr and addr + size <= buf.addr + buf.size:
+                return buf
+        return None
 
     def get(self) -> int:
         if self.ptr is None:
@@ -78,6 +86,11 @@ class NativeBuffer(Buffer):
         native.check(native.load().arkdma_sw_mem_write(ptr, self.addr + offset, data, len(data)), "write GPU memory")
 
     def free(self) -> None:
+        """Give the memory back now (it also goes with the buffer or the engine). Refused while a
+        region covers it: the engine could still copy into it."""
+        regions = [r for r, b in self._handle.regions.items() if b is self]
+        if regions:
+            raise ArkdmaError(f"buffer at {self.addr:#x} backs region(s) {regions}; clear them before freeing it")
         self._free()
 
 
@@ -88,5 +101,6 @@ def _free(handle: NativeHandle, host: int, bus: int, where: int) -> None:
 
 def free_all(handle: NativeHandle) -> None:
     """Free every buffer still alive before the engine itself goes."""
+    handle.regions.clear()
     for buf in list(handle.buffers):
         buf.free()

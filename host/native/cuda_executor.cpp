@@ -1,7 +1,7 @@
 // The CUDA executor: copies run on the GPU's copy engines, enqueued on per-queue streams; the
 // completion word is written by cuStreamWriteValue64 on a stream after the copies it covers, so
 // the engine thread never waits for data. Contiguous descriptors are merged into one copy, a
-// segment of independent copies is spread over the queue's streams (one batch call per stream
+// segment of independent copies is split over the queue's streams (one batch call per stream
 // where the driver has cuMemcpyBatchAsync), and events join the streams wherever order matters:
 // before a FENCE or IMM descriptor and before every completion write, so completions stay in order.
 #include <cstring>
@@ -281,7 +281,8 @@ class CudaExecutor final : public Executor {
     return true;
   }
 
-  // Enqueues the gathered segment: copies spread round-robin over the queue's streams.
+  // Enqueues the gathered segment: contiguous blocks of copies on consecutive streams, in index
+  // order, so a call the driver refuses leaves only earlier descriptors enqueued.
   bool flush(uint32_t qi) {
     Queue& q = queues_[qi];
     if (q.segment.empty()) return true;
@@ -291,27 +292,30 @@ class CudaExecutor final : public Executor {
     const uint32_t base = fenced ? q.last : q.next;
     if (fenced && !join_all(qi, base)) return fail(qi, q.segment.front().first, q.segment.front().cookie);
     const size_t n = q.segment.size();
-    for (uint32_t k = 0; k < nstreams && k < n; ++k) {
-      const uint32_t s = (base + k) % nstreams;
+    const size_t per = (n + nstreams - 1) / nstreams;
+    uint32_t blocks = 0;
+    for (size_t lo = 0; lo < n; lo += per, ++blocks) {
+      const uint32_t s = (base + blocks) % nstreams;
       dsts_.clear();
       srcs_.clear();
       sizes_.clear();
-      const Group* first = nullptr;
-      for (size_t i = k; i < n; i += nstreams) {
+      groups_.clear();
+      for (size_t i = lo; i < n && i < lo + per; ++i) {
         const Group& g = q.segment[i];
         if (g.length == 0) continue;
-        if (first == nullptr) first = &g;
         dsts_.push_back(g.dst);
         srcs_.push_back(g.src);
         sizes_.push_back(g.length);
+        groups_.push_back(&g);
       }
       if (dsts_.empty()) continue;
-      if (!enqueue_copies(q.streams[s])) return fail(qi, first->first, first->cookie);
+      const size_t refused = enqueue_copies(q.streams[s]);
+      if (refused < groups_.size()) return fail(qi, groups_[refused]->first, groups_[refused]->cookie);
       ++q.ops[s];
       engine_.count(STAT_COPIES, dsts_.size());
     }
-    q.last = (base + static_cast<uint32_t>(n - 1)) % nstreams;
-    q.next = (base + static_cast<uint32_t>(n)) % nstreams;
+    q.last = (base + blocks - 1) % nstreams;
+    q.next = (base + blocks) % nstreams;
     for (const Group& g : q.segment) q.open_bytes += g.length;
     q.enqueued_upto = q.segment.back().end;
     q.unrecorded = true;
@@ -319,24 +323,28 @@ class CudaExecutor final : public Executor {
     return true;
   }
 
-  bool enqueue_copies(CUstream stream) {
+  // Enqueues dsts_/srcs_/sizes_ on `stream`; returns how many went in before a call failed (all: n).
+  size_t enqueue_copies(CUstream stream) {
     const size_t n = dsts_.size();
     if (n > 1 && engine_.config().batch_copies && cu_->cuMemcpyBatchAsync != nullptr) {
       CUmemcpyAttributes attr{};
       attr.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
       size_t attr_index = 0;
       engine_.count(STAT_API_CALLS);
-      return ok(cu_->cuMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), n, &attr, &attr_index, 1, stream),
-                "cuMemcpyBatchAsync");
+      if (ok(cu_->cuMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), n, &attr, &attr_index, 1, stream),
+             "cuMemcpyBatchAsync")) {
+        return n;
+      }
+      // A refused batch enqueued nothing: copy by copy finds the descriptor the driver refuses.
     }
     for (size_t i = 0; i < n; ++i) {
       engine_.count(STAT_API_CALLS);
       if (!ok(cu_->cuMemcpyAsync(dsts_[i], srcs_[i], sizes_[i], stream),
               "cuMemcpyAsync(" + hex(dsts_[i]) + " <- " + hex(srcs_[i]) + ", " + std::to_string(sizes_[i]) + ")")) {
-        return false;
+        return i;
       }
     }
-    return true;
+    return n;
   }
 
   // Records an event on stream s (which has joined every other stream) covering all enqueued work.
@@ -375,6 +383,7 @@ class CudaExecutor final : public Executor {
   std::vector<CUevent> spare_events_;
   std::vector<CUdeviceptr> dsts_, srcs_;
   std::vector<size_t> sizes_;
+  std::vector<const Group*> groups_;
 };
 
 }  // namespace
