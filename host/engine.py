@@ -47,6 +47,11 @@ class EngineStats:
     copies: int  # copies started, after merging
     api_calls: int  # CUDA driver calls on the issue path
     completions: int  # completion words written
+    ns_copy: int  # CUDA executor: time inside the copy calls,
+    ns_write: int  # cuStreamWriteValue64,
+    ns_record: int  # cuEventRecord of completion records,
+    ns_join: int  # joining streams,
+    ns_query: int  # cuEventQuery (retiring; outside drain_ns)
 
     @property
     def ns_per_descriptor(self) -> float:

@@ -74,7 +74,8 @@ class ErrlogEntry(ctypes.Structure):
 
 
 # Engine::stats() order (host/native/engine.h, enum Stat).
-STAT_NAMES = ("polls", "drains", "issued", "drain_ns", "copies", "api_calls", "completions")
+STAT_NAMES = ("polls", "drains", "issued", "drain_ns", "copies", "api_calls", "completions",
+              "ns_copy", "ns_write", "ns_record", "ns_join", "ns_query")
 
 _E = ctypes.c_void_p
 _U32, _U64, _I32, _D = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32, ctypes.c_double

@@ -4,6 +4,7 @@
 // segment of independent copies is split over the queue's streams (one batch call per stream
 // where the driver has cuMemcpyBatchAsync), and events join the streams wherever order matters:
 // before a FENCE or IMM descriptor and before every completion write, so completions stay in order.
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <sstream>
@@ -125,7 +126,8 @@ class CudaExecutor final : public Executor {
       if (!flush(qi)) return false;
       const uint32_t s = q.last;
       if (!join_all(qi, s)) return fail(qi, op.index, d.cookie);
-      if (!ok(cu_->cuStreamWriteValue64(q.streams[s], op.dst, d.src_offset, CU_STREAM_WRITE_VALUE_DEFAULT),
+      if (!ok(timed(STAT_NS_WRITE,
+                    [&] { return cu_->cuStreamWriteValue64(q.streams[s], op.dst, d.src_offset, CU_STREAM_WRITE_VALUE_DEFAULT); }),
               "cuStreamWriteValue64 (IMM)")) {
         return fail(qi, op.index, d.cookie);
       }
@@ -159,7 +161,8 @@ class CudaExecutor final : public Executor {
     if (!flush(qi)) return false;
     const uint32_t s = q.last;
     if (!join_all(qi, s)) return fail(qi, q.enqueued_upto, 0);
-    if (!ok(cu_->cuStreamWriteValue64(q.streams[s], addr, word, CU_STREAM_WRITE_VALUE_DEFAULT),
+    if (!ok(timed(STAT_NS_WRITE,
+                  [&] { return cu_->cuStreamWriteValue64(q.streams[s], addr, word, CU_STREAM_WRITE_VALUE_DEFAULT); }),
             "cuStreamWriteValue64 (completion word at " + hex(addr) + ")")) {
       return fail(qi, q.enqueued_upto, 0);
     }
@@ -172,7 +175,7 @@ class CudaExecutor final : public Executor {
     Queue& q = queues_[qi];
     while (!q.records.empty()) {
       Record& r = q.records.front();
-      CUresult rc = cu_->cuEventQuery(r.event);
+      CUresult rc = timed(STAT_NS_QUERY, [&] { return cu_->cuEventQuery(r.event); });
       if (rc == CUDA_ERROR_NOT_READY) return;
       if (rc != CUDA_SUCCESS) {
         // A sticky CUDA error: nothing on this context will finish. Report; wait_idle times out.
@@ -252,6 +255,15 @@ class CudaExecutor final : public Executor {
     Failure failure;
   };
 
+  // Times one driver call into a STAT_NS_* counter.
+  template <class F>
+  CUresult timed(Stat stat, F&& call) {
+    const auto t0 = Clock::now();
+    CUresult rc = call();
+    engine_.count(stat, std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+    return rc;
+  }
+
   bool ok(CUresult rc, const std::string& what) {
     if (rc == CUDA_SUCCESS) return true;
     engine_.note_error(cu_->describe(what.c_str(), rc));
@@ -266,16 +278,22 @@ class CudaExecutor final : public Executor {
     return false;
   }
 
-  // Makes stream s wait for everything enqueued so far on the queue's other streams.
+  // Makes stream s wait for everything enqueued so far on the queue's other streams. Joins are
+  // transitive: waiting for t also covers what t already waited for, so the most recently used
+  // streams (s-1, s-2, ...) go first and the rest usually need nothing.
   bool join_all(uint32_t qi, uint32_t s) {
     Queue& q = queues_[qi];
-    for (uint32_t t = 0; t < q.streams.size(); ++t) {
-      if (t == s || q.ops[t] <= q.joined[s][t]) continue;
-      if (!ok(cu_->cuEventRecord(q.join_events[t], q.streams[t]), "cuEventRecord") ||
-          !ok(cu_->cuStreamWaitEvent(q.streams[s], q.join_events[t], 0), "cuStreamWaitEvent")) {
-        return false;
-      }
+    const uint32_t n = static_cast<uint32_t>(q.streams.size());
+    for (uint32_t k = 1; k < n; ++k) {
+      const uint32_t t = (s + n - k) % n;
+      if (q.ops[t] <= q.joined[s][t]) continue;
+      const CUresult rc = timed(STAT_NS_JOIN, [&] {
+        CUresult r = cu_->cuEventRecord(q.join_events[t], q.streams[t]);
+        return r != CUDA_SUCCESS ? r : cu_->cuStreamWaitEvent(q.streams[s], q.join_events[t], 0);
+      });
+      if (!ok(rc, "joining streams (cuEventRecord, cuStreamWaitEvent)")) return false;
       engine_.count(STAT_API_CALLS, 2);
+      for (uint32_t u = 0; u < n; ++u) q.joined[s][u] = std::max(q.joined[s][u], q.joined[t][u]);
       q.joined[s][t] = q.ops[t];
     }
     return true;
@@ -331,7 +349,11 @@ class CudaExecutor final : public Executor {
       attr.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
       size_t attr_index = 0;
       engine_.count(STAT_API_CALLS);
-      if (ok(cu_->cuMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), n, &attr, &attr_index, 1, stream),
+      if (ok(timed(STAT_NS_COPY,
+                   [&] {
+                     return cu_->cuMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), n, &attr, &attr_index,
+                                                    1, stream);
+                   }),
              "cuMemcpyBatchAsync")) {
         return n;
       }
@@ -339,7 +361,7 @@ class CudaExecutor final : public Executor {
     }
     for (size_t i = 0; i < n; ++i) {
       engine_.count(STAT_API_CALLS);
-      if (!ok(cu_->cuMemcpyAsync(dsts_[i], srcs_[i], sizes_[i], stream),
+      if (!ok(timed(STAT_NS_COPY, [&] { return cu_->cuMemcpyAsync(dsts_[i], srcs_[i], sizes_[i], stream); }),
               "cuMemcpyAsync(" + hex(dsts_[i]) + " <- " + hex(srcs_[i]) + ", " + std::to_string(sizes_[i]) + ")")) {
         return i;
       }
@@ -357,7 +379,7 @@ class CudaExecutor final : public Executor {
     } else if (!ok(cu_->cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING), "cuEventCreate")) {
       return fail(qi, q.enqueued_upto, 0);
     }
-    if (!ok(cu_->cuEventRecord(ev, q.streams[s]), "cuEventRecord")) {
+    if (!ok(timed(STAT_NS_RECORD, [&] { return cu_->cuEventRecord(ev, q.streams[s]); }), "cuEventRecord")) {
       spare_events_.push_back(ev);
       return fail(qi, q.enqueued_upto, 0);
     }

@@ -92,6 +92,11 @@ enum Stat : int {
   STAT_COPIES,           // copy operations started (after merging)
   STAT_API_CALLS,        // CUDA driver calls made on the issue path
   STAT_COMPLETIONS,      // completion words written or enqueued
+  STAT_NS_COPY,          // time inside cuMemcpyAsync / cuMemcpyBatchAsync
+  STAT_NS_WRITE,         // time inside cuStreamWriteValue64 (completion words and IMM)
+  STAT_NS_RECORD,        // time inside cuEventRecord for completion records
+  STAT_NS_JOIN,          // time joining streams (cuEventRecord + cuStreamWaitEvent)
+  STAT_NS_QUERY,         // time inside cuEventQuery (retiring)
   STAT_COUNT
 };
 

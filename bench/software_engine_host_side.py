@@ -1,0 +1,322 @@
+"""The software engine measured from the CPU side: what its loop costs per descriptor, and the
+throughput it sustains D2H and H2D at 8 KiB, 64 KiB and 1 MiB with many descriptors in flight.
+
+A NumPy producer on the CPU stands in for the GPU: it writes descriptors straight into a queue's
+submission window and stores the doorbell word, keeping `inflight` descriptors posted, and polls
+the completion word in pinned host memory. Throughput is bytes over wall-clock time from the first
+doorbell to the last completion, median of `--repeats` runs after a warm-up run (spread: min..max).
+The engine's own counters give the host cost: time the thread spent issuing per descriptor, CUDA
+calls and copies per descriptor (merging shows as copies < descriptors). The copy engines' ceiling
+is measured in the same run with CUDA events (256 MiB cudaMemcpyAsync) when CuPy reaches a GPU.
+GPU-side post-to-completion latency is `arkdma bench dma`'s job, not this script's.
+
+    python bench/software_engine_host_side.py --json out/sw_host_side.json --plot out/sw_host_side.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from driver.abi import COMPLETION_COUNT_MASK, COMPLETION_ERROR_BIT, Perm
+from driver.dtypes import DESCRIPTOR_DTYPE
+from host.engine import EngineStats, SoftwareEngine
+
+KiB, MiB = 1024, 1 << 20
+SLOTS = 1024
+DIRECTIONS = {"D2H": ("device", "host"), "H2D": ("host", "device")}
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    streams: int
+    batch: bool
+
+    @property
+    def label(self) -> str:
+        return f"{self.streams} stream{'s' if self.streams > 1 else ''}, {'batch' if self.batch else 'one call per copy'}"
+
+
+@dataclass(frozen=True)
+class Point:
+    direction: str
+    bytes: int
+    inflight: int
+    layout: str  # "contiguous" (descriptors merge) or "scattered" (gaps: one copy each)
+    streams: int
+    batch: bool
+    descriptors: int  # per run
+    gbps: float  # median
+    gbps_min: float
+    gbps_max: float
+    us_per_descriptor: float  # wall clock / descriptors, median run
+    host_ns_per_descriptor: float  # engine thread's issue time / descriptors
+    api_calls_per_descriptor: float
+    copies_per_descriptor: float
+    completions_per_descriptor: float
+    call_ns_per_descriptor: dict  # time inside each kind of CUDA call, per descriptor
+
+
+@dataclass(frozen=True)
+class Latency:
+    direction: str
+    bytes: int
+    samples: int
+    median_us: float
+    p10_us: float
+    p90_us: float
+    host_ns_per_descriptor: float
+    call_ns_per_descriptor: dict
+
+
+def call_breakdown(s: EngineStats) -> dict:
+    n = max(1, s.issued)
+    return {k: round(getattr(s, "ns_" + k) / n, 1) for k in ("copy", "write", "record", "join", "query")}
+
+
+class Rig:
+    """One engine with a source and destination of each placement, and queue 0 set up so the CPU
+    polls its completion word in pinned host memory."""
+
+    def __init__(self, executor: str, options: EngineOptions, span: int):
+        self.engine = SoftwareEngine(executor, num_queues=1, slots=SLOTS, num_regions=8,
+                                     streams_per_queue=options.streams, batch_copies=options.batch,
+                                     cpus="auto" if executor == "cuda" else None)
+        self.options = options
+        self.buffers = {}
+        for i, place in enumerate(("host", "device")):
+            buf = self.engine.alloc(span, place)
+            buf.write(0, np.random.default_rng(i).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes())
+            self.engine.set_region(i, buf.addr, span, Perm.READ | Perm.WRITE)
+            self.buffers[place] = (i, buf)
+        self.completion = self.engine.alloc(64, "host")
+        self.completion.write(0, bytes(64))
+        self.engine.set_region(7, self.completion.addr, 64, Perm.WRITE)
+        self.engine.configure_queue(0, 7, 0, 0)
+        self.engine.enable_queue(0)
+        self.word = self.completion.view()[:8].view(np.uint64)
+        p = self.engine.queue_pointers(0)
+        raw = (ctypes.c_uint8 * (p.slots * 32)).from_address(p.window_host)
+        self.window = np.ctypeslib.as_array(raw).view(DESCRIPTOR_DTYPE)
+        self.doorbell = ctypes.c_uint32.from_address(p.doorbell_host)
+        self.posted = 0
+
+    def close(self) -> None:
+        self.engine.close()
+
+    def descriptors(self, direction: str, size: int, n: int, layout: str, span: int) -> np.ndarray:
+        src_place, dst_place = DIRECTIONS[direction]
+        stride = size if layout == "contiguous" else 2 * size
+        chunks = max(1, span // stride)
+        idx = np.arange(n, dtype=np.uint64) % np.uint64(chunks)
+        d = np.zeros(n, DESCRIPTOR_DTYPE)
+        d["src_region"], d["dst_region"] = self.buffers[src_place][0], self.buffers[dst_place][0]
+        d["src_offset"] = idx * np.uint64(size) % np.uint64(span - size + 1)
+        d["dst_offset"] = idx * np.uint64(stride)
+        d["length"] = size
+        return d
+
+    def completed(self) -> int:
+        w = int(self.word[0])
+        if w >> COMPLETION_ERROR_BIT:
+            st = self.engine.queue_state(0)
+            raise RuntimeError(f"queue halted: {st.error.name} at {st.error_index}")
+        return w & COMPLETION_COUNT_MASK
+
+    def run(self, descs: np.ndarray, inflight: int, timeout: float = 60.0) -> float:
+        """Post every descriptor with at most `inflight` outstanding; seconds from first doorbell to last completion."""
+        n, start = len(descs), self.posted
+        end = start + n
+        chunk = max(1, inflight // 4)
+        deadline = time.monotonic() + timeout
+        t0 = time.perf_counter()
+        posted, spins = start, 0
+        while True:
+            done = self.completed()
+            if done >= end:
+                break
+            room = min(inflight - (posted - done), end - posted)
+            if room > 0 and (room >= chunk or posted + room == end):
+                while room:
+                    slot = posted % SLOTS
+                    k = min(room, SLOTS - slot)
+                    self.window[slot : slot + k] = descs[posted - start : posted - start + k]
+                    posted += k
+                    room -= k
+                self.doorbell.value = posted & 0xFFFFFFFF
+            spins += 1
+            if spins % 4096 == 0 and time.monotonic() > deadline:
+                raise TimeoutError(f"completed {done - start} of {n} in {timeout} s")
+        self.posted = end
+        return time.perf_counter() - t0
+
+
+def measure(rig: Rig, direction: str, size: int, inflight: int, layout: str, repeats: int, span: int,
+            budget_bytes: int) -> Point:
+    n = max(256, min(20000, budget_bytes // size))
+    if inflight == 1:
+        n = min(n, 2000)
+    descs = rig.descriptors(direction, size, n, layout, span)
+    rig.run(descs[: min(n, 256)], inflight)  # warm-up
+    times, stats = [], []
+    for _ in range(repeats):
+        before = rig.engine.stats()
+        times.append(rig.run(descs, inflight))
+        stats.append(rig.engine.stats().minus(before))
+    order = sorted(range(repeats), key=lambda i: times[i])
+    mid = order[repeats // 2]
+    s: EngineStats = stats[mid]
+    rates = [n * size / t / 1e9 for t in times]
+    return Point(direction, size, inflight, layout, rig.options.streams, rig.options.batch, n,
+                 statistics.median(rates), min(rates), max(rates), times[mid] / n * 1e6, s.ns_per_descriptor,
+                 s.api_calls / s.issued, s.copies / s.issued, s.completions / s.issued, call_breakdown(s))
+
+
+def latency(rig: Rig, direction: str, size: int, samples: int) -> Latency:
+    """One descriptor at a time: doorbell store to completion word seen by this (Python) thread."""
+    descs = rig.descriptors(direction, size, samples + 100, "contiguous", 64 * MiB)
+    out, before = [], None
+    for i in range(samples + 100):
+        if i == 100:
+            before = rig.engine.stats()
+        t0 = time.perf_counter_ns()
+        rig.run(descs[i : i + 1], 1)
+        out.append((time.perf_counter_ns() - t0) / 1e3)
+    s = rig.engine.stats().minus(before)
+    q = np.percentile(out[100:], [10, 50, 90])
+    return Latency(direction, size, samples, float(q[1]), float(q[0]), float(q[2]), s.ns_per_descriptor,
+                   call_breakdown(s))
+
+
+def ceiling(direction: str, nbytes: int = 256 * MiB, repeats: int = 5) -> float | None:
+    """GB/s of one big cudaMemcpyAsync between pinned host memory and the GPU, timed with CUDA events."""
+    try:
+        import cupy
+    except ImportError:
+        return None
+    try:
+        dev = cupy.empty(nbytes, cupy.uint8)
+    except Exception:  # no GPU CuPy can use (the CUDA driver test double)
+        return None
+    host = cupy.cuda.alloc_pinned_memory(nbytes)
+    kind = cupy.cuda.runtime.memcpyDeviceToHost if direction == "D2H" else cupy.cuda.runtime.memcpyHostToDevice
+    dst, src = (host.ptr, dev.data.ptr) if direction == "D2H" else (dev.data.ptr, host.ptr)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    rates = []
+    for i in range(repeats + 1):
+        start.record(stream)
+        cupy.cuda.runtime.memcpyAsync(dst, src, nbytes, kind, stream.ptr)
+        stop.record(stream)
+        stop.synchronize()
+        if i:
+            rates.append(nbytes / (cupy.cuda.get_elapsed_time(start, stop) / 1e3) / 1e9)
+    return statistics.median(rates)
+
+
+def sweep(executor: str, quick: bool, repeats: int) -> tuple[list[Point], list[Latency]]:
+    span = 8 * MiB if quick else 512 * MiB
+    budget = 4 * MiB if quick else 256 * MiB
+    sizes = (8 * KiB, 64 * KiB) if quick else (8 * KiB, 64 * KiB, MiB)
+    inflights = (1, 16) if quick else (1, 16, 64, 256)
+    configs = [EngineOptions(1, True), EngineOptions(4, True), EngineOptions(1, False)]
+    points, lat = [], []
+    for opts in configs:
+        rig = Rig(executor, opts, span)
+        try:
+            if opts == configs[0]:
+                for direction in DIRECTIONS:
+                    for size in (64, 8 * KiB):
+                        lat.append(latency(rig, direction, size, 200 if quick else 2000))
+                        print_latency(lat[-1])
+            for direction in DIRECTIONS:
+                for size in sizes:
+                    for layout in ("contiguous", "scattered"):
+                        if not opts.batch and layout == "contiguous":
+                            continue  # merged copies are one call either way
+                        for inflight in inflights:
+                            points.append(measure(rig, direction, size, inflight, layout, repeats, span, budget))
+                            print_point(points[-1])
+        finally:
+            rig.close()
+    return points, lat
+
+
+def print_point(p: Point) -> None:
+    print(f"{p.direction} {p.bytes:>8} B x{p.inflight:<4} {p.layout:<10} streams={p.streams} batch={int(p.batch)}: "
+          f"{p.gbps:7.2f} GB/s [{p.gbps_min:.2f}-{p.gbps_max:.2f}]  {p.us_per_descriptor:7.2f} us/desc  "
+          f"host {p.host_ns_per_descriptor:7.0f} ns/desc  calls/desc {p.api_calls_per_descriptor:.3f}  "
+          f"copies/desc {p.copies_per_descriptor:.3f}  call ns/desc {p.call_ns_per_descriptor}", flush=True)
+
+
+def print_latency(r: Latency) -> None:
+    print(f"latency {r.direction} {r.bytes:>6} B, one at a time: median {r.median_us:.2f} us "
+          f"[p10 {r.p10_us:.2f}, p90 {r.p90_us:.2f}], engine issue {r.host_ns_per_descriptor:.0f} ns/desc "
+          f"{r.call_ns_per_descriptor}", flush=True)
+
+
+def plot(points: list[Point], path: Path, device: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for ax, direction in zip(axes, DIRECTIONS):
+        for layout in ("contiguous", "scattered"):
+            for streams, batch in ((1, True), (4, True), (1, False)):
+                pts = [p for p in points if (p.direction, p.layout, p.streams, p.batch) == (direction, layout, streams, batch)]
+                for size in sorted({p.bytes for p in pts}):
+                    row = sorted((p for p in pts if p.bytes == size), key=lambda p: p.inflight)
+                    if row:
+                        ax.plot([p.inflight for p in row], [p.gbps for p in row], "o-" if layout == "contiguous" else "s--",
+                                label=f"{size // KiB} KiB {layout}, {streams}s{'' if batch else ' nobatch'}")
+        ax.set(xscale="log", xlabel="descriptors in flight", title=direction)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("GB/s")
+    axes[1].legend(fontsize=6, ncol=2)
+    fig.suptitle(f"software engine, CPU producer ({device})")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--executor", default="cuda", choices=("cuda", "host"))
+    ap.add_argument("--quick", action="store_true", help="a few small points (a smoke test)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--plot", type=Path)
+    args = ap.parse_args(argv)
+    from host import native
+
+    device = native.cuda_probe().name if args.executor == "cuda" else "host memcpy"
+    ceilings = {d: ceiling(d) for d in DIRECTIONS} if args.executor == "cuda" and not args.quick else {}
+    for d, g in ceilings.items():
+        print(f"copy-engine ceiling {d}: {g:.2f} GB/s (256 MiB cudaMemcpyAsync, CUDA events)" if g else f"{d}: no ceiling")
+    points, lat = sweep(args.executor, args.quick, args.repeats)
+    result = {"device": device, "executor": args.executor, "ceiling_gbps": ceilings,
+              "rows": [asdict(p) for p in points], "latency": [asdict(r) for r in lat]}
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=1))
+    if args.plot:
+        try:
+            plot(points, args.plot, device)
+        except ImportError as exc:
+            print(f"no plot: {exc}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
