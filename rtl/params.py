@@ -1,0 +1,108 @@
+"""EngineParams: the build-time parameters of the hardware engine, checked before any gateware is made."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from driver.abi import MAX_LENGTH, WINDOW_BASE, bar_bytes, check_geometry
+
+DATA_WIDTHS = (64, 128, 256, 512)
+ADDR_WIDTH = 64  # host bus addresses are 64-bit in the ABI
+PAGE_BYTES = 4096  # AXI bursts never cross a 4 KiB boundary
+
+
+def _power_of_two(name: str, value: int, lo: int, hi: int) -> None:
+    if not lo <= value <= hi or value & (value - 1):
+        raise ValueError(f"{name} must be a power of two in {lo}..{hi}, not {value}")
+
+
+@dataclass(frozen=True)
+class EngineParams:
+    """What one engine is built with. Defaults are the 512-bit engine the benchmark measures."""
+
+    data_width: int = 512  # bits of the host-memory and window datapaths
+    num_queues: int = 4
+    slots: int = 64  # submission window slots per queue
+    num_regions: int = 16
+    reads_outstanding: int = 64  # read bursts in flight (one AXI ID each)
+    writes_outstanding: int = 256  # write bursts awaiting their response
+    buffer_bytes: int = 32768  # data buffer between the read and the write engine
+    max_burst_beats: int = 64  # longest AXI burst, in beats (bursts also stop at 4 KiB)
+    errlog_depth: int = 16
+    window_id_width: int = 4  # AXI ID bits of the submission-window port
+
+    def __post_init__(self) -> None:
+        if self.data_width not in DATA_WIDTHS:
+            raise ValueError(f"data_width must be one of {DATA_WIDTHS}, not {self.data_width}")
+        check_geometry(self.num_queues, self.slots, self.num_regions)
+        _power_of_two("reads_outstanding", self.reads_outstanding, 2, 1024)
+        _power_of_two("writes_outstanding", self.writes_outstanding, 4, 4096)
+        if not 1 <= self.max_burst_beats <= 256:
+            raise ValueError(f"max_burst_beats must be 1..256 (AXI4), not {self.max_burst_beats}")
+        if self.max_burst_beats * self.data_bytes > PAGE_BYTES:
+            raise ValueError(
+                f"max_burst_beats={self.max_burst_beats} at {self.data_width} bits is "
+                f"{self.max_burst_beats * self.data_bytes} bytes; a burst cannot exceed {PAGE_BYTES} bytes: "
+                f"use at most {PAGE_BYTES // self.data_bytes}"
+            )
+        _power_of_two("buffer_bytes", self.buffer_bytes, 1024, 1 << 24)
+        if self.buffer_bytes < 2 * self.max_burst_beats * self.data_bytes:
+            raise ValueError(
+                f"buffer_bytes={self.buffer_bytes} must hold at least two maximal bursts "
+                f"({2 * self.max_burst_beats * self.data_bytes} bytes) or reads would stall"
+            )
+        if not 1 <= self.errlog_depth <= 256:
+            raise ValueError(f"errlog_depth must be 1..256, not {self.errlog_depth}")
+        if not 1 <= self.window_id_width <= 16:
+            raise ValueError(f"window_id_width must be 1..16, not {self.window_id_width}")
+
+    # --- derived sizes -----------------------------------------------------------------
+    @property
+    def data_bytes(self) -> int:
+        return self.data_width // 8
+
+    @property
+    def buffer_rows(self) -> int:
+        return self.buffer_bytes // self.data_bytes
+
+    @property
+    def read_id_width(self) -> int:
+        return max(1, (self.reads_outstanding - 1).bit_length())
+
+    @property
+    def queue_bits(self) -> int:
+        return max(1, (self.num_queues - 1).bit_length())
+
+    @property
+    def region_bits(self) -> int:
+        return max(1, (self.num_regions - 1).bit_length())
+
+    @property
+    def bar_bytes(self) -> int:
+        return bar_bytes(self.num_queues, self.slots)
+
+    @property
+    def bar_addr_width(self) -> int:
+        return (self.bar_bytes - 1).bit_length()
+
+    @property
+    def csr_addr_width(self) -> int:
+        return (WINDOW_BASE - 1).bit_length()
+
+    @property
+    def row_ptr_width(self) -> int:
+        """Bits of the free-running buffer row pointers: enough to tell apart any two rows of the
+        longest descriptor plus the whole buffer, so differences never wrap."""
+        longest = (MAX_LENGTH + 2 * self.data_bytes) // self.data_bytes + self.buffer_rows
+        return longest.bit_length() + 1
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def tag(self) -> str:
+        """A short name for build folders: one build per parameter set."""
+        return (
+            f"dw{self.data_width}_q{self.num_queues}_s{self.slots}_r{self.num_regions}_ro{self.reads_outstanding}"
+            f"_wo{self.writes_outstanding}_b{self.buffer_bytes}_mb{self.max_burst_beats}_e{self.errlog_depth}"
+            f"_wi{self.window_id_width}"
+        )
