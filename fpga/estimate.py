@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 from dataclasses import asdict, dataclass
@@ -14,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fpga import ooc_flow, toolchain
+from fpga.engine_options import add_engine_options, engine_params
 from fpga.errors import FpgaFlowError
 from fpga.ooc_flow import DEFAULT_PART, PARTS, FlowResult
 
@@ -113,19 +113,8 @@ def estimate(params, workdir: Path | None = None, *, part: str = DEFAULT_PART, t
                            target_mhz=target_mhz, seeds=seeds, timeout_s=timeout_s, console=console)
 
 
-# ---- command line -------------------------------------------------------------------------------
-
-ESTIMATE_DEFAULT_WIDTH = 64  # the ECP5 target of issue 3 is the 64-bit engine
-
-
-def _param_fields() -> list[dataclasses.Field]:
-    from rtl.params import EngineParams
-
-    return [f for f in dataclasses.fields(EngineParams) if f.type in (int, bool, "int", "bool")]
-
-
 def add_estimate_command(rtl_subparsers) -> None:
-    """Adds `estimate` to `arkdma rtl`'s subcommands: one option per integer field of EngineParams."""
+    """Adds `estimate` to `arkdma rtl`'s subcommands."""
     p = rtl_subparsers.add_parser(
         "estimate", help="synthesize, place and route the engine for ECP5 with the open flow; resources and fmax",
         description="Builds the engine out of context for an ECP5 part with yosys and nextpnr-ecp5 (YoWASP) and "
@@ -139,14 +128,7 @@ def add_estimate_command(rtl_subparsers) -> None:
     p.add_argument("--build-dir", type=Path, metavar="DIR",
                    help="where netlists, reports and logs go (default build/estimate/engine-dw<W>-<hash>)")
     p.add_argument("--timeout", type=float, default=3600.0, metavar="S", help="limit per tool run (default 3600)")
-    group = p.add_argument_group("engine parameters (rtl.params.EngineParams; defaults are its own, "
-                                 f"except --data-width {ESTIMATE_DEFAULT_WIDTH})")
-    for f in _param_fields():
-        flag = "--" + f.name.replace("_", "-")
-        if f.type in (bool, "bool"):
-            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None)
-        else:
-            group.add_argument(flag, dest=f.name, type=int, default=None, metavar="N")
+    add_engine_options(p)
     p.set_defaults(func=run_estimate_command)
 
 
@@ -158,17 +140,6 @@ def _seeds(text: str) -> tuple[int, ...]:
     if not seeds:
         raise FpgaFlowError(f"--seeds wants integers separated by commas, like 1,2,3; not {text!r}")
     return seeds
-
-
-def engine_params(args: argparse.Namespace):
-    from rtl.params import EngineParams
-
-    given = {f.name: getattr(args, f.name) for f in _param_fields() if getattr(args, f.name, None) is not None}
-    given.setdefault("data_width", ESTIMATE_DEFAULT_WIDTH)
-    try:
-        return EngineParams(**given)
-    except (TypeError, ValueError) as exc:
-        raise FpgaFlowError(f"engine parameters rejected: {exc}") from exc
 
 
 def print_report(report: EstimateReport, console: Console) -> None:

@@ -13,6 +13,7 @@ COMMAND_MODULES = (
     "ark_runtime.cli.info",
     "ark_runtime.cli.demo",
     "ark_runtime.cli.abi",
+    "ark_runtime.cli.fpga",
 )
 
 

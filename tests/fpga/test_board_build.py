@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from amaranth_boards.ecp5_5g_evn import ECP55GEVNPlatform
@@ -74,3 +75,22 @@ def test_flash_says_how_to_get_openfpgaloader(tmp_path):
         pass
     with pytest.raises(ToolMissing, match="apt install openfpgaloader"):
         board_build.flash(bit, "ecp5-evn")
+
+
+def test_engine_ports_are_found_by_kind():
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import In, Out
+
+    from fpga.engine_core import EnginePortError, find_ports
+    from rtl.axi import axi_lite_signature, axi_signature
+
+    def Shape(members):  # only the signature is looked at
+        return SimpleNamespace(signature=wiring.Signature(members))
+
+    good = Shape({"regs": In(axi_lite_signature(12)), "win": In(axi_signature(12, 64, 4)),
+                  "host": Out(axi_signature(64, 64, 6)), "irq": Out(1)})
+    assert find_ports(good) == {"bar": "regs", "window": "win", "memory": "host"}
+    two_masters = Shape({"regs": In(axi_lite_signature(12)), "win": In(axi_signature(12, 64, 4)),
+                         "rd": Out(axi_signature(64, 64, 6)), "wr": Out(axi_signature(64, 64, 6))})
+    with pytest.raises(EnginePortError, match="exactly one"):
+        find_ports(two_masters)

@@ -1,0 +1,89 @@
+"""`arkdma fpga build|flash`: a bitstream for a board with the open flow, and loading it with openFPGALoader."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+CORES = {
+    "engine": "the DMA engine with its host-memory port on on-chip RAM, its BAR behind the UART bridge",
+    "scratch": "the UART bridge over scratch registers: proves clock, pins and serial link first",
+}
+
+
+def register(sub) -> None:
+    p = sub.add_parser("fpga", help="build a bitstream for a board (open flow) or load one into it")
+    fsub = p.add_subparsers(dest="fpga_command", required=True, metavar="ACTION")
+
+    b = fsub.add_parser("build", help="synthesize, place, route and pack a bitstream for a board",
+                        description="Builds a bitstream with yosys, nextpnr-ecp5 and ecppack (YoWASP). The board "
+                                    "has no open PCIe core: the engine's BAR is reached over the board's UART and "
+                                    "its host memory is on-chip RAM (see fpga/README.md).")
+    b.add_argument("--board", default="ecp5-evn", help="board (default ecp5-evn)")
+    b.add_argument("--core", default="engine", choices=sorted(CORES),
+                   help="; ".join(f"{k}: {v}" for k, v in CORES.items()) + " (default engine)")
+    b.add_argument("--clock", type=float, default=125.0, metavar="MHZ",
+                   help="core clock the PLL should make (default 125; it reports what its dividers reach)")
+    b.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200)")
+    b.add_argument("--seed", type=int, default=1, help="placement seed (default 1)")
+    b.add_argument("--allow-timing-fail", action="store_true", help="write a bitstream even when timing fails")
+    b.add_argument("--build-dir", type=Path, default=None, metavar="DIR",
+                   help="where the products and logs go (default build/fpga/<board>-<core>)")
+    b.add_argument("--timeout", type=float, default=3600.0, metavar="S", help="limit for the build (default 3600)")
+    b.add_argument("--json", type=Path, metavar="FILE", help="write the build's figures as JSON to FILE")
+    b.add_argument("--ram-kib", type=int, default=64, metavar="KIB",
+                   help="on-chip RAM the engine core uses as host memory (default 64)")
+    from fpga.engine_options import add_engine_options  # plain Python: EngineParams' fields
+
+    add_engine_options(b)
+    b.set_defaults(func=run_build)
+
+    f = fsub.add_parser("flash", help="load a bitstream into the board with openFPGALoader")
+    f.add_argument("--board", default="ecp5-evn", help="board (default ecp5-evn)")
+    f.add_argument("--bitstream", type=Path, default=None, metavar="FILE",
+                   help="bitstream (default build/fpga/<board>-engine/arkdma.bit)")
+    f.add_argument("--to-flash", action="store_true",
+                   help="write the SPI flash (survives power-off) instead of the FPGA's SRAM")
+    f.set_defaults(func=run_flash)
+
+
+def _core_factory(args: argparse.Namespace):
+    if args.core == "scratch":
+        from fpga.scratch_core import ScratchCore
+
+        return lambda mhz: ScratchCore(mhz, args.baud)
+    from fpga.engine_core import EngineCore
+    from fpga.engine_options import engine_params
+
+    params = engine_params(args)
+    return lambda mhz: EngineCore(params, mhz, args.baud, args.ram_kib * 1024)
+
+
+def run_build(args: argparse.Namespace, console: Console | None = None) -> int:
+    from fpga import board_build
+
+    console = console or Console()
+    build_dir = args.build_dir or Path("build") / "fpga" / f"{args.board}-{args.core}"
+    result = board_build.build(_core_factory(args), args.board, build_dir, clock_mhz=args.clock, seed=args.seed,
+                               allow_timing_fail=args.allow_timing_fail, timeout_s=args.timeout, console=console)
+    verdict = "meets timing" if result.meets_timing else "MISSES timing"
+    console.print(f"{result.bitstream}: {args.core} core at {result.clock_mhz:g} MHz ({verdict}, fmax "
+                  f"{result.fmax_mhz:.1f} MHz), {result.luts} LUT4, {result.ffs} FF, {result.brams} DP16KD, "
+                  f"{result.io} I/O; {result.seconds:g} s")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"core": args.core, **result.as_dict()}, indent=2) + "\n")
+        console.print(f"wrote {args.json}")
+    return 0
+
+
+def run_flash(args: argparse.Namespace) -> int:
+    from fpga import board_build
+
+    bitstream = args.bitstream or Path("build") / "fpga" / f"{args.board}-engine" / f"{board_build.NAME}.bit"
+    log = board_build.flash(bitstream, args.board, to_flash=args.to_flash)
+    print(f"loaded {bitstream} into {args.board} ({'SPI flash' if args.to_flash else 'SRAM'}); log: {log}")
+    return 0

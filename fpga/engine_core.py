@@ -1,0 +1,117 @@
+"""EngineCore: the DMA engine on a board without PCIe: its BAR behind the UART bridge, its host memory on-chip RAM.
+
+Bridge address map (32-bit words over the serial line, fpga/bridge_protocol.py):
+
+    0x0000_0000 + a, a <  WINDOW_BASE   the engine's registers (its AXI4-Lite BAR port)
+    0x0000_0000 + a, a <  BAR bytes     the submission windows (its AXI4 window port, 32-bit writes)
+    0x8000_0000 + b, b <  ram_bytes     on-chip RAM, which the engine sees as host memory at bus address b
+    anything else                       DECERR
+
+The engine's ports are found by what they are (an AXI4-Lite slave, an AXI4 slave, an AXI4 master),
+not by name, so the core follows the engine as it grows.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import Flow, In, Out
+
+from driver.abi import WINDOW_BASE
+from fpga.axi_ram import AxiRam
+from fpga.bridge_protocol import Resp
+from fpga.bus_to_axi import BusToAxi
+from fpga.evn_top import STATUS_LEDS
+from fpga.uart_bridge import UARTBridge
+
+RAM_BASE = 0x8000_0000
+DEFAULT_RAM_BYTES = 64 * 1024
+BUS_TIMEOUT_CYCLES = 1 << 16  # a BAR access the engine leaves unanswered this long reads DECERR
+
+
+class EnginePortError(TypeError):
+    """The engine's signature lacks a port the board core needs."""
+
+
+def _is_axi_port(member) -> bool:
+    return member.is_signature and {"awvalid", "wvalid", "arvalid", "rready"} <= set(member.signature.members)
+
+
+def find_ports(engine: wiring.Component) -> dict[str, str]:
+    """Names of the engine's BAR port (AXI4-Lite slave), window port (AXI4 slave) and memory port (AXI4 master)."""
+    found: dict[str, list[str]] = {"bar": [], "window": [], "memory": []}
+    for name, member in engine.signature.members.items():
+        if not _is_axi_port(member):
+            continue
+        full = "awlen" in member.signature.members
+        if member.flow == Flow.In:
+            found["window" if full else "bar"].append(name)
+        elif full:
+            found["memory"].append(name)
+    wrong = {kind: names for kind, names in found.items() if len(names) != 1}
+    if wrong:
+        raise EnginePortError(f"the engine should have exactly one AXI4-Lite slave (BAR), one AXI4 slave (window) "
+                              f"and one AXI4 master (memory) port; found {found}")
+    return {kind: names[0] for kind, names in found.items()}
+
+
+def _width(port, member: str) -> int:
+    return len(getattr(port, member))
+
+
+class EngineCore(wiring.Component):
+    def __init__(self, params, clock_mhz: float, baud: int = 115200, ram_bytes: int = DEFAULT_RAM_BYTES):
+        self.params, self.ram_bytes = params, ram_bytes
+        self.divisor = round(clock_mhz * 1e6 / baud)
+        super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "status": Out(STATUS_LEDS)})
+
+    def elaborate(self, platform):
+        from rtl.engine import Engine
+
+        m = Module()
+        p = self.params
+        m.submodules.engine = engine = Engine(p)
+        ports = find_ports(engine)
+        bar, window, memory = (getattr(engine, ports[k]) for k in ("bar", "window", "memory"))
+
+        m.submodules.bridge = bridge = UARTBridge(self.divisor, frame_timeout=100 * self.divisor)
+        m.d.comb += [bridge.rx.eq(self.rx), self.tx.eq(bridge.tx)]
+        m.submodules.to_bar = to_bar = BusToAxi(_width(bar, "awaddr"), _width(bar, "wdata"), None,
+                                                BUS_TIMEOUT_CYCLES)
+        m.submodules.to_window = to_window = BusToAxi(_width(window, "awaddr"), _width(window, "wdata"),
+                                                      _width(window, "awid"), BUS_TIMEOUT_CYCLES)
+        m.submodules.ram = ram = AxiRam(self.ram_bytes, _width(memory, "wdata"), _width(memory, "awaddr"),
+                                        _width(memory, "awid"))
+        wiring.connect(m, to_bar.axi, bar)
+        wiring.connect(m, to_window.axi, window)
+        wiring.connect(m, memory, ram.axi)
+
+        # decode the bridge's accesses onto the three targets; an address nothing backs answers DECERR
+        bus = bridge.bus
+        targets = {
+            "bar": (to_bar.bus, bus.addr < WINDOW_BASE, bus.addr),
+            "window": (to_window.bus, (bus.addr >= WINDOW_BASE) & (bus.addr < p.bar_bytes), bus.addr),
+            "ram": (ram.side, bus.addr >= RAM_BASE, bus.addr - RAM_BASE),
+        }
+        nowhere = Signal()
+        m.d.comb += nowhere.eq(~(bus.addr < p.bar_bytes) & ~(bus.addr >= RAM_BASE))
+        for target, selected, addr in targets.values():
+            m.d.comb += [target.addr.eq(addr), target.wdata.eq(bus.wdata), target.write.eq(bus.write),
+                         target.valid.eq(bus.valid & selected)]
+            with m.If(selected):
+                m.d.comb += [bus.ready.eq(target.ready), bus.rdata.eq(target.rdata), bus.resp.eq(target.resp)]
+        nowhere_ready = Signal()
+        m.d.sync += nowhere_ready.eq(bus.valid & nowhere & ~nowhere_ready)
+        with m.If(nowhere):
+            m.d.comb += [bus.ready.eq(nowhere_ready), bus.resp.eq(Resp.DECERR)]
+
+        # LEDs: each toggles on an event, so activity shows as blinking; the last one latches a bus error
+        toggles = [bus.valid & bus.ready, memory.arvalid & memory.arready, memory.awvalid & memory.awready]
+        leds = Signal(STATUS_LEDS)
+        for i, event in enumerate(toggles):
+            with m.If(event):
+                m.d.sync += leds[i].eq(~leds[i])
+        with m.If((memory.bvalid & (memory.bresp != Resp.OKAY)) | (memory.rvalid & (memory.rresp != Resp.OKAY))):
+            m.d.sync += leds[STATUS_LEDS - 1].eq(1)
+        m.d.comb += self.status.eq(leds)
+        return m
