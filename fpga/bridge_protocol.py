@@ -6,6 +6,8 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
+from fpga.errors import FpgaFlowError
+
 OP_WRITE = ord("W")
 OP_READ = ord("R")
 REPLY_UNKNOWN = ord("?")
@@ -22,7 +24,7 @@ class Resp(IntEnum):
     DECERR = 3
 
 
-class BridgeError(Exception):
+class BridgeError(FpgaFlowError):
     """The bridge answered with an error response or something that is not a reply."""
 
 

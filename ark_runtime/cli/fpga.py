@@ -49,6 +49,22 @@ def register(sub) -> None:
                    help="write the SPI flash (survives power-off) instead of the FPGA's SRAM")
     f.set_defaults(func=run_flash)
 
+    for name, help_text in (("probe", "say which core answers on the serial link and read its identity"),
+                            ("peek", "read 32-bit words through the bridge"),
+                            ("poke", "write a 32-bit word through the bridge")):
+        s = fsub.add_parser(name, help=help_text,
+                            description=f"{help_text[0].upper()}{help_text[1:]}. Addresses: engine registers from "
+                                        "0, submission windows from WINDOW_BASE, on-chip RAM from 0x80000000.")
+        s.add_argument("--port", required=True, metavar="DEV", help="serial device of the board, e.g. /dev/ttyUSB1")
+        s.add_argument("--baud", type=int, default=115200, help="the build's baud rate (default 115200)")
+        s.add_argument("--timeout", type=float, default=1.0, metavar="S", help="wait per access (default 1)")
+        if name == "peek":
+            s.add_argument("addr", nargs="+", type=lambda t: int(t, 0), help="addresses (0x.. for hex)")
+        if name == "poke":
+            s.add_argument("addr", type=lambda t: int(t, 0))
+            s.add_argument("value", type=lambda t: int(t, 0))
+        s.set_defaults(func=run_link)
+
 
 def _core_factory(args: argparse.Namespace):
     if args.core == "scratch":
@@ -86,4 +102,19 @@ def run_flash(args: argparse.Namespace) -> int:
     bitstream = args.bitstream or Path("build") / "fpga" / f"{args.board}-engine" / f"{board_build.NAME}.bit"
     log = board_build.flash(bitstream, args.board, to_flash=args.to_flash)
     print(f"loaded {bitstream} into {args.board} ({'SPI flash' if args.to_flash else 'SRAM'}); log: {log}")
+    return 0
+
+
+def run_link(args: argparse.Namespace) -> int:
+    from fpga.serial_link import SerialLink, probe
+
+    with SerialLink(args.port, args.baud, args.timeout) as link:
+        if args.fpga_command == "probe":
+            for key, value in probe(link).items():
+                print(f"{key:>16} {value:#010x}" if isinstance(value, int) else f"{key:>16} {value}")
+        elif args.fpga_command == "peek":
+            for addr in args.addr:
+                print(f"{addr:#010x} {link.read32(addr):#010x}")
+        else:
+            link.write32(args.addr, args.value)
     return 0

@@ -1,0 +1,100 @@
+"""SerialLink over a pseudo-terminal, with a Python model of the bridge on the far end."""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+
+import pytest
+
+from fpga.bridge_protocol import OP_READ, OP_WRITE, BridgeError, Resp
+from fpga.serial_link import SerialLink
+
+
+class BridgeModel(threading.Thread):
+    """Answers frames from a dict of words; addresses >= 0x8000_0000 answer DECERR; `mute` answers nothing."""
+
+    def __init__(self, fd: int, words: dict[int, int], mute: bool = False):
+        super().__init__(daemon=True)
+        self.fd, self.words, self.mute = fd, words, mute
+
+    def _read(self, n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = os.read(self.fd, n - len(out))
+            if not chunk:
+                raise EOFError
+            out += chunk
+        return out
+
+    def run(self) -> None:
+        try:
+            while True:
+                op = self._read(1)[0]
+                addr = struct.unpack("<I", self._read(4))[0]
+                resp = Resp.DECERR if addr >= 0x8000_0000 else Resp.OKAY
+                if op == OP_WRITE:
+                    value = struct.unpack("<I", self._read(4))[0]
+                    if resp == Resp.OKAY:
+                        self.words[addr] = value
+                    reply = bytes([resp])
+                else:
+                    assert op == OP_READ
+                    reply = bytes([resp]) + struct.pack("<I", self.words.get(addr, 0))
+                if not self.mute:
+                    os.write(self.fd, reply)
+        except (EOFError, OSError):
+            return
+
+
+@pytest.fixture
+def pty_pair():
+    master, slave = os.openpty()
+    yield master, os.ttyname(slave)
+    os.close(master)
+    os.close(slave)
+
+
+def test_words_round_trip_over_the_link(pty_pair):
+    master, path = pty_pair
+    words = {}
+    BridgeModel(master, words).start()
+    with SerialLink(path, 115200, timeout_s=2.0) as link:
+        link.write32(0x24, 0xDEAD_BEEF)
+        assert link.read32(0x24) == 0xDEAD_BEEF
+        assert link.read32(0x28) == 0
+        with pytest.raises(BridgeError, match="answered DECERR"):
+            link.read32(0x9000_0000)
+    assert words == {0x24: 0xDEAD_BEEF}
+
+
+def test_silence_is_a_bounded_error(pty_pair):
+    master, path = pty_pair
+    BridgeModel(master, {}, mute=True).start()
+    with SerialLink(path, 115200, timeout_s=0.2) as link, pytest.raises(BridgeError, match="no answer.*0.2 s"):
+        link.read32(0)
+
+
+def test_bad_device_and_baud_are_clear_errors(tmp_path):
+    with pytest.raises(BridgeError, match="cannot open"):
+        SerialLink(tmp_path / "ttyUSB9")
+    with pytest.raises(BridgeError, match="baud 12345"):
+        SerialLink(tmp_path / "ttyUSB9", 12345)
+
+
+def test_probe_and_peek_poke_commands(pty_pair, capsys):
+    from ark_runtime.cli.main import main
+    from driver.abi import DEVICE_MAGIC, GLOBAL
+
+    master, path = pty_pair
+    words = {GLOBAL.address("ID"): DEVICE_MAGIC, GLOBAL.address("NUM_QUEUES"): 4}
+    BridgeModel(master, words).start()
+    assert main(["fpga", "probe", "--port", path]) == 0
+    out = capsys.readouterr().out
+    assert "engine" in out and f"{DEVICE_MAGIC:#010x}" in out and "NUM_QUEUES 0x00000004" in out
+    assert main(["fpga", "poke", "--port", path, "0x80000010", "0x1234"]) == 2  # DECERR in the model
+    assert "answered DECERR" in capsys.readouterr().err
+    assert main(["fpga", "poke", "--port", path, "0x10", "0x1234"]) == 0
+    assert main(["fpga", "peek", "--port", path, "0x10", "0x14"]) == 0
+    assert capsys.readouterr().out.split() == ["0x00000010", "0x00001234", "0x00000014", "0x00000000"]
