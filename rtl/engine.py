@@ -1,0 +1,212 @@
+"""Engine: the arkdma DMA engine, its BAR (AXI4-Lite registers, AXI4 submission windows) and its host-memory AXI4 master."""
+
+from __future__ import annotations
+
+from amaranth import Module, ResetInserter, Signal
+from amaranth.lib import memory, wiring
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from rtl.axi import Burst, axi_lite_signature, axi_signature, size_code
+from rtl.axil_slave import AxiLiteSlave
+from rtl.completion import CompletionUnit
+from rtl.completion_writer import CompletionWriter
+from rtl.error_log import ErrorLog
+from rtl.jobs import centry_layout, job_layout, wentry_layout
+from rtl.params import ADDR_WIDTH, EngineParams
+from rtl.queues import Queues
+from rtl.read_engine import ReadEngine
+from rtl.read_tracker import ReadTracker
+from rtl.region_table import RegionTable
+from rtl.register_file import RegisterFile
+from rtl.validator import Validator
+from rtl.windows import SubmissionWindows
+from rtl.write_data import WriteData
+from rtl.write_mux import WriteMux
+from rtl.write_planner import WritePlanner
+
+JOB_QUEUE = 4  # validated jobs waiting for the read engine
+W_ENTRIES = 8  # write bursts planned ahead of their data
+
+
+class Engine(wiring.Component):
+    """Ports (AXI signal names, master's view inside each):
+
+    csr  AXI4-Lite slave, 32-bit: the registers of driver/abi.py (BAR offsets below WINDOW_BASE).
+    win  AXI4 slave at the data width: the submission windows (BAR offsets from WINDOW_BASE up; the
+         port decodes full BAR offsets). A PCIe-to-AXI bridge or interconnect routes the BAR's two
+         ranges to the two ports; the GPU's descriptor writes land as wide bursts, its doorbell
+         write as one AXI4-Lite write.
+    mem  AXI4 master at the data width: host and GPU memory through the bridge.
+
+    Data path: Queues (scheduler) -> Validator -> ReadEngine -> [bus] -> ReadTracker -> buffer ->
+    WritePlanner / WriteData -> WriteMux -> [bus] -> CompletionUnit -> Queues; the CompletionWriter
+    writes completion words through the same write channel.
+    """
+
+    def __init__(self, params: EngineParams):
+        if not isinstance(params, EngineParams):
+            raise TypeError(f"Engine wants an EngineParams, not {type(params).__name__}")
+        self.params = params
+        p = params
+        super().__init__({
+            "csr": In(axi_lite_signature(p.csr_addr_width)),
+            "win": In(axi_signature(p.bar_addr_width, p.data_width, p.window_id_width)),
+            "mem": Out(axi_signature(ADDR_WIDTH, p.data_width, p.read_id_width)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.params
+        soft_reset = Signal()
+
+        axil = m.submodules.axil = AxiLiteSlave(p.csr_addr_width)
+        regs = m.submodules.regs = RegisterFile(p)
+        windows = m.submodules.windows = SubmissionWindows(p)
+        regions = RegionTable(p)
+        queues = Queues(p)
+        errlog = ErrorLog(p.errlog_depth)
+        completion = CompletionUnit(p)
+        cw = CompletionWriter(p)
+        for name, unit in (("regions", regions), ("queues", queues), ("errlog", errlog),
+                           ("completion", completion), ("cw", cw)):
+            m.submodules[name] = ResetInserter(soft_reset)(unit)
+        validator = m.submodules.validator = Validator(p)
+        reader = m.submodules.reader = ReadEngine(p)
+        tracker = m.submodules.tracker = ReadTracker(p)
+        planner = m.submodules.planner = WritePlanner(p)
+        wdata = m.submodules.wdata = WriteData(p)
+        wmux = m.submodules.wmux = WriteMux(p)
+        buf = m.submodules.buffer = memory.Memory(shape=p.data_width, depth=p.buffer_rows, init=[])
+
+        wiring.connect(m, wiring.flipped(self.csr), axil.axil)
+        wiring.connect(m, axil.regs, regs.bus)
+        wiring.connect(m, wiring.flipped(self.win), windows.axi)
+
+        # registers
+        m.d.comb += [
+            soft_reset.eq(regs.soft_reset),
+            queues.hw_valid.eq(regs.q_w_valid), queues.hw_queue.eq(regs.q_w_queue),
+            queues.hw_offset.eq(regs.q_w_offset), queues.hw_data.eq(regs.q_w_data),
+            queues.hr_queue.eq(regs.q_r_queue), queues.hr_offset.eq(regs.q_r_offset),
+            regs.q_r_data.eq(queues.hr_data), regs.q_r_word.eq(queues.hr_word),
+            regions.w_valid.eq(regs.r_w_valid), regions.w_region.eq(regs.r_w_region),
+            regions.w_offset.eq(regs.r_w_offset), regions.w_data.eq(regs.r_w_data),
+            regions.r_en.eq(regs.r_r_en), regions.r_region.eq(regs.r_r_region),
+            regions.r_offset.eq(regs.r_r_offset), regs.r_r_data.eq(regions.r_data),
+            regs.log_valid.eq(errlog.valid), regs.log_head.eq(errlog.head), regs.log_overflow.eq(errlog.overflow),
+            errlog.pop.eq(regs.log_pop),
+            errlog.push_valid.eq(queues.log_valid), errlog.push.eq(queues.log),
+            queues.engine_enable.eq(regs.engine_enable), queues.flush.eq(regs.flush), cw.flush.eq(regs.flush),
+            regs.halted_any.eq(queues.halted.any()),
+            regs.descriptors.eq(completion.descriptors), regs.bytes.eq(completion.bytes),
+            regs.reads_inflight.eq(tracker.inflight),
+            regs.stall_read.eq(self.mem.arvalid & ~self.mem.arready),
+            regs.stall_write.eq(wmux.stall_write), regs.stall_buffer.eq(reader.stall_buffer),
+        ]
+
+        # scheduler -> validator
+        wiring.connect(m, queues.pick, validator.pick)
+        m.d.comb += [
+            windows.rd_en.eq(validator.win_en), windows.rd_queue.eq(validator.win_queue),
+            windows.rd_slot.eq(validator.win_slot), validator.win_desc.eq(windows.rd_desc),
+            validator.halting.eq(queues.halting), validator.inflight_zero.eq(queues.inflight_zero),
+            queues.squash_valid.eq(validator.squash_valid), queues.squash_queue.eq(validator.squash_queue),
+            queues.squash_index.eq(validator.squash_index),
+            queues.issue_valid.eq(validator.issue_valid), queues.issue_queue.eq(validator.issue_queue),
+            queues.stop.eq(validator.stop | planner.stop),
+        ]
+        wiring.connect(m, validator.src, regions.src)
+        wiring.connect(m, validator.dst, regions.dst)
+        wiring.connect(m, cw.region, regions.cw)
+
+        # validator -> read engine -> write planner
+        jobq = m.submodules.jobq = SyncFIFO(width=job_layout(p).size, depth=JOB_QUEUE)
+        _feed(m, validator.job, jobq)
+        _drain(m, jobq, reader.job)
+        wjobq = m.submodules.wjobq = SyncFIFOBuffered(width=job_layout(p).size, depth=max(16, p.reads_outstanding))
+        _feed(m, reader.wjob, wjobq)
+        _drain(m, wjobq, planner.wjob)
+        m.d.comb += reader.halting.eq(queues.halting)
+
+        # reads
+        mem = self.mem
+        m.d.comb += [
+            mem.arvalid.eq(reader.ar_valid), reader.ar_ready.eq(mem.arready), mem.arid.eq(reader.ar_id),
+            mem.araddr.eq(reader.ar_addr), mem.arlen.eq(reader.ar_len), mem.arsize.eq(size_code(p.data_width)),
+            mem.arburst.eq(Burst.INCR), mem.arcache.eq(0b0011),
+            tracker.tag_valid.eq(mem.arvalid & mem.arready), tracker.tag_alloc.eq(reader.tag_alloc),
+            tracker.tag_base.eq(reader.tag_base), tracker.tag_beats.eq(reader.tag_beats),
+            reader.tag_free.eq(tracker.tag_free), reader.row_free.eq(wdata.row_free),
+            tracker.r_valid.eq(mem.rvalid), mem.rready.eq(tracker.r_ready), tracker.r_id.eq(mem.rid),
+            tracker.r_data.eq(mem.rdata), tracker.r_resp.eq(mem.rresp),
+        ]
+        bw = buf.write_port()
+        br = buf.read_port()
+        m.d.comb += [bw.en.eq(tracker.buf_en), bw.addr.eq(tracker.buf_addr), bw.data.eq(tracker.buf_data),
+                     br.en.eq(wdata.rd_en), br.addr.eq(wdata.rd_addr), wdata.rd_data.eq(br.data)]
+
+        # writes
+        m.d.comb += [
+            planner.halting.eq(queues.halting), planner.filled.eq(tracker.filled), planner.row_alloc.eq(reader.row_alloc),
+            planner.fault_valid.eq(tracker.fault_valid), planner.fault_row.eq(tracker.fault_row),
+            tracker.fault_ack.eq(planner.fault_ack),
+            wdata.filled.eq(tracker.filled),
+        ]
+        went = m.submodules.went = SyncFIFO(width=wentry_layout(p).size, depth=W_ENTRIES)
+        _feed(m, planner.went, went)
+        _drain(m, went, wdata.went)
+        centq = m.submodules.centq = SyncFIFOBuffered(width=centry_layout(p).size, depth=p.writes_outstanding)
+        _feed(m, planner.cent, centq)
+        _drain(m, centq, completion.cent)
+
+        d = wmux.data
+        m.d.comb += [
+            d.aw_valid.eq(planner.aw_valid), planner.aw_ready.eq(d.aw_ready), d.aw_addr.eq(planner.aw_addr),
+            d.aw_len.eq(planner.aw_len),
+            d.w_valid.eq(wdata.w_valid), wdata.w_ready.eq(d.w_ready), d.w_data.eq(wdata.w_data),
+            d.w_strb.eq(wdata.w_strb), d.w_last.eq(wdata.w_last),
+            completion.b_valid.eq(d.b_valid), d.b_ready.eq(completion.b_ready), completion.b_resp.eq(d.b_resp),
+        ]
+        wiring.connect(m, cw.bus, wmux.cw)
+        m.d.comb += [
+            mem.awvalid.eq(wmux.aw_valid), wmux.aw_ready.eq(mem.awready), mem.awid.eq(0),
+            mem.awaddr.eq(wmux.aw_addr), mem.awlen.eq(wmux.aw_len), mem.awsize.eq(wmux.aw_size),
+            mem.awburst.eq(wmux.aw_burst), mem.awcache.eq(wmux.aw_cache),
+            mem.wvalid.eq(wmux.w_valid), wmux.w_ready.eq(mem.wready), mem.wdata.eq(wmux.w_data),
+            mem.wstrb.eq(wmux.w_strb), mem.wlast.eq(wmux.w_last),
+            wmux.b_valid.eq(mem.bvalid), mem.bready.eq(wmux.b_ready), wmux.b_resp.eq(mem.bresp),
+        ]
+
+        # completion
+        m.d.comb += [
+            completion.halted.eq(queues.halted),
+            queues.done_valid.eq(completion.done_valid), queues.done.eq(completion.done),
+            cw.dirty.eq(queues.dirty), cw.checking.eq(queues.checking), cw.word.eq(queues.word),
+            cw.compl_region.eq(queues.compl_region), cw.compl_offset.eq(queues.compl_offset),
+            queues.cw_take_valid.eq(cw.take_valid), queues.cw_take_queue.eq(cw.take_queue),
+            queues.cw_ok_valid.eq(cw.ok_valid), queues.cw_ok_queue.eq(cw.ok_queue),
+            queues.cw_fail_valid.eq(cw.fail_valid), queues.cw_fail_queue.eq(cw.fail_queue),
+            queues.cw_fail_code.eq(cw.fail_code), cw.fail_ready.eq(queues.cw_fail_ready),
+            queues.cw_issue_valid.eq(cw.issue_valid), queues.cw_issue_queue.eq(cw.issue_queue),
+            queues.cw_ack_valid.eq(cw.ack_valid), queues.cw_ack_queue.eq(cw.ack_queue),
+        ]
+
+        drained = Signal()
+        m.d.comb += [
+            drained.eq(validator.idle & ~jobq.r_rdy & reader.idle & (wjobq.level == 0) & planner.idle
+                       & ~went.r_rdy & wdata.idle & (centq.level == 0) & completion.idle & wmux.idle & cw.idle),
+            regs.drained.eq(drained),
+            regs.idle.eq(drained & ~queues.busy.any()),
+        ]
+        return m
+
+
+def _feed(m: Module, source, fifo) -> None:
+    """A stream into a FIFO."""
+    m.d.comb += [fifo.w_en.eq(source.valid), fifo.w_data.eq(source.payload), source.ready.eq(fifo.w_rdy)]
+
+
+def _drain(m: Module, fifo, sink) -> None:
+    """A FIFO out to a stream."""
+    m.d.comb += [sink.valid.eq(fifo.r_rdy), sink.payload.eq(fifo.r_data), fifo.r_en.eq(sink.ready)]

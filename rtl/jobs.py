@@ -1,0 +1,109 @@
+"""The records that flow between the engine's stages: picks, jobs, write entries, completion entries."""
+
+from __future__ import annotations
+
+from amaranth.lib import data, enum
+
+from rtl.params import EngineParams
+
+CODE_BITS = 4  # ErrorCode values fit in 4 bits (the registers give them 8)
+INDEX_BITS = 32  # producer indices are reported by their low 32 bits
+
+
+class JobKind(enum.Enum, shape=2):
+    COPY = 0  # read the source, write the destination
+    IMM = 1  # write the 64-bit value carried in src_addr
+    ERROR = 2  # the queue halts here with `code` (validation or doorbell error)
+    DROP = 3  # the queue stopped before this one ran: retire it, move nothing
+
+
+class WKind(enum.Enum, shape=2):
+    BURST = 0  # one write burst of a copy: its beats come from the buffer, realigned
+    IMM = 1  # one beat carrying the immediate value
+    DISCARD = 2  # free the rest of a descriptor's buffer rows without writing them
+
+
+def pick_layout(p: EngineParams) -> data.StructLayout:
+    """What the scheduler hands the validator: a queue's next slot, or its pending doorbell error."""
+    return data.StructLayout({
+        "queue": p.queue_bits,
+        "index": INDEX_BITS,
+        "token": 1,  # a doorbell error instead of a descriptor
+        "code": CODE_BITS,
+    })
+
+
+def job_layout(p: EngineParams) -> data.StructLayout:
+    """A validated descriptor (validator -> read engine -> write planner)."""
+    return data.StructLayout({
+        "kind": JobKind,
+        "queue": p.queue_bits,
+        "index": INDEX_BITS,
+        "cookie": 32,
+        "code": CODE_BITS,
+        "notify": 1,
+        "src_addr": 64,  # bus address; for IMM, the value to write
+        "dst_addr": 64,
+        "length": 32,
+        "row0": p.row_ptr_width,  # first buffer row of its source data (set by the read engine)
+        "nrows": p.row_ptr_width,  # buffer rows its reads fill
+    })
+
+
+def wentry_layout(p: EngineParams) -> data.StructLayout:
+    """One entry for the write-data generator (write planner -> write data)."""
+    lanes = (p.data_bytes - 1).bit_length() or 1
+    return data.StructLayout({
+        "kind": WKind,
+        "beats": 9,  # beats in this burst (1..256)
+        "first": 1,  # first burst of its descriptor
+        "last": 1,  # last burst of its descriptor
+        "preload": 1,  # the first beat needs the first two rows: read one row ahead
+        "shift": lanes,  # (source lane - destination lane) mod data bytes
+        "first_lane": lanes,  # destination lane of the descriptor's first byte
+        "last_lane": lanes,  # destination lane of the descriptor's last byte
+        "row0": p.row_ptr_width,
+        "nrows": p.row_ptr_width,
+        "imm": 64,
+    })
+
+
+def centry_layout(p: EngineParams) -> data.StructLayout:
+    """One entry for the completion unit, in issue order (write planner -> completion)."""
+    return data.StructLayout({
+        "burst": 1,  # a write burst was issued: wait for its response
+        "marker": 1,  # the descriptor ends here: retire it
+        "dropped": 1,
+        "queue": p.queue_bits,
+        "index": INDEX_BITS,
+        "cookie": 32,
+        "code": CODE_BITS,
+        "notify": 1,
+        "length": 32,
+    })
+
+
+class DoneKind(enum.Enum, shape=2):
+    RETIRE = 0  # left the pipeline without completing (dropped)
+    SUCCESS = 1
+    HALT = 2  # the queue halts on this one
+
+
+def done_layout(p: EngineParams) -> data.StructLayout:
+    """A descriptor leaving the pipeline (completion unit -> queue table)."""
+    return data.StructLayout({
+        "kind": DoneKind,
+        "queue": p.queue_bits,
+        "notify": 1,
+        "code": CODE_BITS,
+        "cookie": 32,
+        "index": INDEX_BITS,
+    })
+
+
+def errlog_layout() -> data.StructLayout:
+    return data.StructLayout({"code": 8, "queue": 16, "cookie": 32, "index": INDEX_BITS})
+
+
+def region_entry_layout() -> data.StructLayout:
+    return data.StructLayout({"addr": 64, "size": 64, "perms": 2})

@@ -1,0 +1,285 @@
+"""Queues: every queue's state (indices, errors, completion location) and the round-robin scheduler."""
+
+from __future__ import annotations
+
+from amaranth import Array, Cat, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from driver.abi import COMPLETION_ERROR_BIT, QUEUE, ErrorCode
+from rtl.abi_layouts import bits_of
+from rtl.jobs import CODE_BITS, INDEX_BITS, DoneKind, done_layout, errlog_layout, pick_layout
+from rtl.params import EngineParams
+from rtl.round_robin import RoundRobin
+
+CW_OUT_BITS = 5  # completion-word writes of one queue awaiting their response (the writer allows fewer)
+
+
+class Queues(wiring.Component):
+    """Holds each queue's registers and applies the events of every stage to them.
+
+    Indices: `posted` (the doorbell), `dispatched` (next slot the scheduler reads) and `completed`
+    (the completion count). Only the low 32 bits of posted and dispatched are kept: they never run
+    more than SLOTS ahead of `completed`, which is 63 bits. `halting` stops a queue at once
+    (scheduler, validator, read and write stages drop what follows the error); `halted` is set when
+    the error reaches the completion stage, in order behind the descriptors before it.
+
+    Enable takes effect once the queue has drained (an enable right after a disable waits); it
+    loads START, clears the error and asks the completion writer to check the completion
+    location and write the word. The scheduler serves a queue only after that check.
+    """
+
+    def __init__(self, p: EngineParams):
+        self.p = p
+        nq = p.num_queues
+        self.count_bits = (p.slots - 1).bit_length() + 3  # descriptors between scheduler and retirement
+        super().__init__({
+            "engine_enable": In(1),
+            "flush": In(1),
+            # host registers
+            "hw_valid": In(1), "hw_queue": In(p.queue_bits), "hw_offset": In(6), "hw_data": In(32),
+            "hr_queue": In(p.queue_bits), "hr_offset": In(6), "hr_data": Out(32), "hr_word": Out(64),
+            # scheduler
+            "pick": Out(stream.Signature(pick_layout(p))),
+            # validator
+            "squash_valid": In(1), "squash_queue": In(p.queue_bits), "squash_index": In(INDEX_BITS),
+            "issue_valid": In(1), "issue_queue": In(p.queue_bits),
+            "stop": In(nq),  # one bit per queue: an error was found, drop what follows
+            # completion
+            "done_valid": In(1), "done": In(done_layout(p)),
+            # completion writer
+            "cw_take_valid": In(1), "cw_take_queue": In(p.queue_bits),
+            "cw_ok_valid": In(1), "cw_ok_queue": In(p.queue_bits),
+            "cw_fail_valid": In(1), "cw_fail_queue": In(p.queue_bits), "cw_fail_code": In(CODE_BITS),
+            "cw_fail_ready": Out(1),
+            "cw_issue_valid": In(1), "cw_issue_queue": In(p.queue_bits),
+            "cw_ack_valid": In(1), "cw_ack_queue": In(p.queue_bits),
+            # error log
+            "log_valid": Out(1), "log": Out(errlog_layout()),
+            # state, one entry per queue
+            "enabled": Out(nq), "halting": Out(nq), "halted": Out(nq), "dirty": Out(nq), "checking": Out(nq),
+            "busy": Out(nq), "inflight_zero": Out(nq),
+            "word": Out(data.ArrayLayout(64, nq)),  # completion word: completed | halted << 63
+            "compl_region": Out(data.ArrayLayout(16, nq)),
+            "compl_offset": Out(data.ArrayLayout(64, nq)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.p
+        nq, cb = p.num_queues, self.count_bits
+        off = {r.name: r.offset for r in QUEUE.registers}
+        enable_bit = bits_of(QUEUE, "CONTROL", "ENABLE").start
+
+        rr = m.submodules.rr = RoundRobin(nq)
+        elig = Signal(nq)
+        chosen = Signal(range(nq))
+        fired = Signal()
+        m.d.comb += [rr.requests.eq(elig), chosen.eq(rr.grant), fired.eq(self.pick.valid & self.pick.ready),
+                     rr.advance.eq(fired)]
+
+        done, dk = self.done, self.done.kind
+        halt_now = Signal()  # the completion stage halts a queue this cycle (it owns the log port)
+        m.d.comb += [halt_now.eq(self.done_valid & (dk == DoneKind.HALT)), self.cw_fail_ready.eq(~halt_now)]
+
+        rows = []
+        for i in range(nq):
+            q = _QueueRegs(i, cb)
+            rows.append(q)
+            w = self.hw_valid & (self.hw_queue == i) & ~self.flush
+            inflight = Signal(cb, name=f"q{i}_inflight")
+            m.d.comb += inflight.eq(q.issued - q.retired)
+            idle_pipe = Signal(name=f"q{i}_idle_pipe")
+            m.d.comb += idle_pipe.eq((inflight == 0) & ~q.disabling & (q.cw_out == 0))
+
+            # host register writes
+            with m.If(w):
+                with m.Switch(self.hw_offset):
+                    with m.Case(off["CONTROL"]):
+                        m.d.sync += q.ctl.eq(self.hw_data[enable_bit])
+                        with m.If(self.hw_data[enable_bit]):
+                            with m.If(~q.enabled):
+                                m.d.sync += q.en_pending.eq(1)
+                        with m.Else():
+                            m.d.sync += q.en_pending.eq(0)
+                            with m.If(q.enabled):
+                                m.d.sync += [q.enabled.eq(0), q.disabling.eq(1), q.db_pend.eq(0)]
+                    with m.Case(off["START_LO"]):
+                        m.d.sync += q.start[:32].eq(self.hw_data)
+                    with m.Case(off["START_HI"]):
+                        m.d.sync += q.start[32:].eq(self.hw_data)
+                    with m.Case(off["COMPL_REGION"]):
+                        m.d.sync += q.compl_region.eq(self.hw_data[:16])
+                    with m.Case(off["COMPL_OFFSET_LO"]):
+                        m.d.sync += q.compl_offset[:32].eq(self.hw_data)
+                    with m.Case(off["COMPL_OFFSET_HI"]):
+                        m.d.sync += q.compl_offset[32:].eq(self.hw_data)
+
+            # doorbell: an error is kept until the descriptors posted before it have run
+            delta = Signal(32, name=f"q{i}_delta")
+            ring = Signal(33, name=f"q{i}_ring")
+            m.d.comb += [delta.eq(self.hw_data - q.posted), ring.eq((q.posted - q.completed[:32])[:32] + delta)]
+            with m.If(w & (self.hw_offset == off["DOORBELL"]) & q.enabled & ~q.halting & ~q.db_pend):
+                with m.If(delta[31]):
+                    m.d.sync += [q.db_pend.eq(1), q.db_code.eq(ErrorCode.DOORBELL_BACKWARDS), q.db_value.eq(self.hw_data)]
+                with m.Elif(ring > p.slots):
+                    m.d.sync += [q.db_pend.eq(1), q.db_code.eq(ErrorCode.RING_OVERFLOW), q.db_value.eq(self.hw_data)]
+                with m.Else():
+                    m.d.sync += q.posted.eq(self.hw_data)
+
+            # completion-word writer: `take` clears dirty; every event below that sets it wins
+            with m.If(self.cw_take_valid & (self.cw_take_queue == i)):
+                m.d.sync += q.dirty.eq(0)
+            with m.If(self.cw_ok_valid & (self.cw_ok_queue == i)):
+                m.d.sync += q.checking.eq(0)
+            m.d.sync += q.cw_out.eq(q.cw_out + (self.cw_issue_valid & (self.cw_issue_queue == i))
+                                    - (self.cw_ack_valid & (self.cw_ack_queue == i)))
+
+            # enable, once drained
+            with m.If(q.en_pending & idle_pipe & ~self.flush):
+                m.d.sync += [
+                    q.en_pending.eq(0), q.enabled.eq(1), q.checking.eq(1), q.dirty.eq(0),
+                    q.posted.eq(q.start[:32]), q.dispatched.eq(q.start[:32]), q.completed.eq(q.start[:63]),
+                    q.halting.eq(0), q.halted.eq(0), q.code.eq(0), q.cookie.eq(0), q.err_index.eq(0),
+                    q.db_pend.eq(0), q.db_sent.eq(0), q.fence.eq(0),
+                ]
+            with m.If(q.disabling & (inflight == 0)):
+                m.d.sync += [q.disabling.eq(0), q.dirty.eq(1)]
+
+            # scheduler and validator
+            with m.If(fired & (chosen == i)):
+                with m.If(self.pick.payload.token):
+                    m.d.sync += q.db_sent.eq(1)
+                with m.Else():
+                    m.d.sync += q.dispatched.eq(q.dispatched + 1)
+            with m.If(q.fence & (inflight == 0)):
+                m.d.sync += q.fence.eq(0)
+            with m.If(self.squash_valid & (self.squash_queue == i)):
+                m.d.sync += [q.dispatched.eq(self.squash_index), q.fence.eq(1)]
+            with m.If(self.issue_valid & (self.issue_queue == i)):
+                m.d.sync += q.issued.eq(q.issued + 1)
+            with m.If(self.stop[i] | self.flush):
+                m.d.sync += q.halting.eq(1)
+
+            # completion
+            with m.If(self.done_valid & (done.queue == i)):
+                m.d.sync += q.retired.eq(q.retired + 1)
+                with m.If((dk == DoneKind.SUCCESS) & ~q.halted):
+                    m.d.sync += q.completed.eq(q.completed + 1)
+                    with m.If(done.notify | (((q.completed + 1)[:32] == q.posted) & ~q.db_pend)):
+                        m.d.sync += q.dirty.eq(1)
+                with m.If((dk == DoneKind.HALT) & ~q.halted):
+                    m.d.sync += [q.halted.eq(1), q.halting.eq(1), q.code.eq(done.code), q.cookie.eq(done.cookie),
+                                 q.err_index.eq(done.index), q.dirty.eq(1)]
+            with m.If(self.cw_fail_valid & self.cw_fail_ready & (self.cw_fail_queue == i)):
+                m.d.sync += [q.halted.eq(1), q.halting.eq(1), q.checking.eq(0), q.code.eq(self.cw_fail_code),
+                             q.cookie.eq(0), q.err_index.eq(q.start[:32])]
+
+            has_work = Signal(name=f"q{i}_has_work")
+            m.d.comb += has_work.eq(q.enabled & ~q.halting & ((q.completed[:32] != q.posted) | q.db_pend))
+            m.d.comb += [
+                elig[i].eq(self.engine_enable & ~self.flush & q.enabled & ~q.halting & ~q.checking
+                           & ((q.dispatched != q.posted) | (q.db_pend & ~q.db_sent)) & (~q.fence | (inflight == 0))
+                           & ~(self.squash_valid & (self.squash_queue == i))),
+                self.enabled[i].eq(q.enabled), self.halting[i].eq(q.halting), self.halted[i].eq(q.halted),
+                self.dirty[i].eq(q.dirty), self.checking[i].eq(q.checking), self.inflight_zero[i].eq(inflight == 0),
+                self.busy[i].eq(q.en_pending | q.checking | q.dirty | ~idle_pipe | has_work),
+                self.word[i].eq(Cat(q.completed, q.halted)),
+                self.compl_region[i].eq(q.compl_region), self.compl_offset[i].eq(q.compl_offset),
+            ]
+
+        # error log: halts from the completion stage, else a failed completion-location check
+        with m.If(halt_now):
+            m.d.comb += [self.log_valid.eq(_pick(rows, done.queue, lambda q: ~q.halted)),
+                         self.log.code.eq(done.code), self.log.queue.eq(done.queue),
+                         self.log.cookie.eq(done.cookie), self.log.index.eq(done.index)]
+        with m.Elif(self.cw_fail_valid):
+            m.d.comb += [self.log_valid.eq(1), self.log.code.eq(self.cw_fail_code),
+                         self.log.queue.eq(self.cw_fail_queue), self.log.cookie.eq(0),
+                         self.log.index.eq(_pick(rows, self.cw_fail_queue, lambda q: q.start[:32]))]
+
+        token = Signal()
+        m.d.comb += token.eq(_pick(rows, chosen, lambda q: (q.dispatched == q.posted) & q.db_pend))
+        m.d.comb += [
+            self.pick.valid.eq(rr.valid),
+            self.pick.payload.queue.eq(chosen),
+            self.pick.payload.token.eq(token),
+            self.pick.payload.index.eq(Mux(token, _pick(rows, chosen, lambda q: q.db_value),
+                                           _pick(rows, chosen, lambda q: q.dispatched))),
+            self.pick.payload.code.eq(_pick(rows, chosen, lambda q: q.db_code)),
+        ]
+
+        # host reads (combinational on hr_queue/hr_offset)
+        status = {name: bits_of(QUEUE, "STATUS", name) for name in ("ENABLED", "BUSY", "HALTED", "CODE")}
+        with m.Switch(self.hr_offset):
+            with m.Case(off["CONTROL"]):
+                m.d.comb += self.hr_data[enable_bit].eq(_pick(rows, self.hr_queue, lambda q: q.ctl))
+            with m.Case(off["STATUS"]):
+                m.d.comb += [
+                    self.hr_data[status["ENABLED"]].eq(self.enabled.bit_select(self.hr_queue, 1)),
+                    self.hr_data[status["BUSY"]].eq(self.busy.bit_select(self.hr_queue, 1)),
+                    self.hr_data[status["HALTED"]].eq(self.halted.bit_select(self.hr_queue, 1)),
+                    self.hr_data[status["CODE"]].eq(_pick(rows, self.hr_queue, lambda q: q.code)),
+                ]
+            with m.Case(off["DOORBELL"]):
+                m.d.comb += self.hr_data.eq(_pick(rows, self.hr_queue, lambda q: q.posted))
+            with m.Case(off["START_LO"]):
+                m.d.comb += self.hr_data.eq(_pick(rows, self.hr_queue, lambda q: q.start[:32]))
+            with m.Case(off["START_HI"]):
+                m.d.comb += self.hr_data.eq(_pick(rows, self.hr_queue, lambda q: q.start[32:]))
+            with m.Case(off["COMPLETED_LO"]):
+                m.d.comb += self.hr_data.eq(self.hr_word[:32])
+            with m.Case(off["COMPLETED_HI"]):
+                m.d.comb += self.hr_data.eq(self.hr_word[32:])
+            with m.Case(off["COMPL_REGION"]):
+                m.d.comb += self.hr_data.eq(_pick(rows, self.hr_queue, lambda q: q.compl_region))
+            with m.Case(off["COMPL_OFFSET_LO"]):
+                m.d.comb += self.hr_data.eq(_pick(rows, self.hr_queue, lambda q: q.compl_offset[:32]))
+            with m.Case(off["COMPL_OFFSET_HI"]):
+                m.d.comb += self.hr_data.eq(_pick(rows, self.hr_queue, lambda q: q.compl_offset[32:]))
+            with m.Case(off["ERROR_COOKIE"]):
+                m.d.comb += self.hr_data.eq(_pick(rows, self.hr_queue, lambda q: q.cookie))
+            with m.Case(off["ERROR_INDEX"]):
+                m.d.comb += self.hr_data.eq(_pick(rows, self.hr_queue, lambda q: q.err_index))
+        m.d.comb += self.hr_word.eq(self.word[self.hr_queue])
+        assert COMPLETION_ERROR_BIT == 63, "the completion word is Cat(completed[0:63], halted)"
+        return m
+
+
+class _QueueRegs:
+    """The registers of one queue."""
+
+    def __init__(self, i: int, count_bits: int):
+        def reg(shape, name, **kw):
+            return Signal(shape, name=f"q{i}_{name}", **kw)
+
+        self.ctl = reg(1, "ctl")  # CONTROL.ENABLE as written
+        self.enabled = reg(1, "enabled")
+        self.en_pending = reg(1, "en_pending")
+        self.disabling = reg(1, "disabling")
+        self.checking = reg(1, "checking")  # the completion location is being checked after enable
+        self.halting = reg(1, "halting")
+        self.halted = reg(1, "halted")
+        self.code = reg(CODE_BITS, "code")
+        self.cookie = reg(32, "cookie")
+        self.err_index = reg(INDEX_BITS, "err_index")
+        self.start = reg(64, "start")
+        self.compl_region = reg(16, "compl_region")
+        self.compl_offset = reg(64, "compl_offset")
+        self.posted = reg(32, "posted")
+        self.dispatched = reg(32, "dispatched")
+        self.completed = reg(63, "completed")
+        self.db_pend = reg(1, "db_pend")
+        self.db_code = reg(CODE_BITS, "db_code")
+        self.db_value = reg(32, "db_value")
+        self.db_sent = reg(1, "db_sent")  # the doorbell error went down the pipeline; it halts the queue there
+        self.fence = reg(1, "fence")  # a FENCE/IMM descriptor waits for everything before it
+        self.issued = reg(count_bits, "issued")
+        self.retired = reg(count_bits, "retired")
+        self.dirty = reg(1, "dirty")  # the completion word should be written
+        self.cw_out = reg(CW_OUT_BITS, "cw_out")
+
+
+def _pick(rows: list[_QueueRegs], index, field):
+    """field(row) of the row chosen by a signal index."""
+    return Array(field(q) for q in rows)[index]

@@ -1,0 +1,91 @@
+"""RegionTable: region id -> (bus address, size, permissions), programmed by the host, looked up by the engine."""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from driver.abi import REGION, REGION_ID_BITS
+from rtl.jobs import region_entry_layout
+from rtl.params import EngineParams
+
+LOOKUPS = ("src", "dst", "cw")  # validator source and destination, completion writer
+
+
+def lookup_signature() -> wiring.Signature:
+    """One lookup as its user sees it: the entry arrives the cycle after `en`; perms are 0 for an id
+    outside the table or not registered."""
+    return wiring.Signature({"en": Out(1), "id": Out(REGION_ID_BITS), "entry": In(region_entry_layout())})
+
+
+class RegionTable(wiring.Component):
+    """The host writes ADDR_LO/HI and SIZE_LO/HI into one shared shadow, then PERMS of a region commits
+    shadow and permissions into that region at once (PERMS = 0 unregisters it). Reads of a region's
+    registers return its committed entry."""
+
+    def __init__(self, p: EngineParams):
+        self.p = p
+        members = {
+            "w_valid": In(1), "w_region": In(p.region_bits), "w_offset": In(5), "w_data": In(32),
+            "r_en": In(1), "r_region": In(p.region_bits), "r_offset": In(5), "r_data": Out(32),
+        }
+        for name in LOOKUPS:
+            members[name] = In(lookup_signature())
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.p
+        table = m.submodules.table = memory.Memory(shape=region_entry_layout(), depth=p.num_regions, init=[])
+        valid = Signal(p.num_regions)
+        shadow_addr = Signal(64)
+        shadow_size = Signal(64)
+
+        off = {r.name: r.offset for r in REGION.registers}
+        wp = table.write_port()
+        m.d.comb += [wp.addr.eq(self.w_region), wp.data.addr.eq(shadow_addr), wp.data.size.eq(shadow_size),
+                     wp.data.perms.eq(self.w_data[:2])]
+        with m.If(self.w_valid):
+            with m.Switch(self.w_offset):
+                with m.Case(off["ADDR_LO"]):
+                    m.d.sync += shadow_addr[:32].eq(self.w_data)
+                with m.Case(off["ADDR_HI"]):
+                    m.d.sync += shadow_addr[32:].eq(self.w_data)
+                with m.Case(off["SIZE_LO"]):
+                    m.d.sync += shadow_size[:32].eq(self.w_data)
+                with m.Case(off["SIZE_HI"]):
+                    m.d.sync += shadow_size[32:].eq(self.w_data)
+                with m.Case(off["PERMS"]):
+                    m.d.comb += wp.en.eq(1)
+                    m.d.sync += valid.bit_select(self.w_region, 1).eq(self.w_data[:2] != 0)
+
+        for name in LOOKUPS:
+            port = getattr(self, name)
+            rp = table.read_port()
+            known = Signal(name=f"{name}_known")
+            m.d.comb += [rp.addr.eq(port.id[: p.region_bits]), rp.en.eq(port.en)]
+            with m.If(port.en):
+                m.d.sync += known.eq((port.id < p.num_regions) & valid.bit_select(port.id[: p.region_bits], 1))
+            m.d.comb += [port.entry.addr.eq(rp.data.addr), port.entry.size.eq(rp.data.size),
+                         port.entry.perms.eq(Mux(known, rp.data.perms, 0))]
+
+        hp = table.read_port()
+        r_offset = Signal(5)
+        r_known = Signal()
+        m.d.comb += [hp.addr.eq(self.r_region), hp.en.eq(self.r_en)]
+        with m.If(self.r_en):
+            m.d.sync += [r_offset.eq(self.r_offset), r_known.eq(valid.bit_select(self.r_region, 1))]
+        with m.Switch(r_offset):
+            with m.Case(off["ADDR_LO"]):
+                m.d.comb += self.r_data.eq(hp.data.addr[:32])
+            with m.Case(off["ADDR_HI"]):
+                m.d.comb += self.r_data.eq(hp.data.addr[32:])
+            with m.Case(off["SIZE_LO"]):
+                m.d.comb += self.r_data.eq(hp.data.size[:32])
+            with m.Case(off["SIZE_HI"]):
+                m.d.comb += self.r_data.eq(hp.data.size[32:])
+            with m.Case(off["PERMS"]):
+                m.d.comb += self.r_data.eq(Mux(r_known, hp.data.perms, 0))
+        return m
+

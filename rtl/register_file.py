@@ -1,0 +1,162 @@
+"""RegisterFile: decodes the BAR's registers from driver/abi.py and routes queue and region blocks to their owners."""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from driver.abi import (
+    DEVICE_MAGIC, GLOBAL, QUEUE, REGION, WINDOW_BASE, Capability, version_word, window_stride,
+)
+from rtl.abi_layouts import bits_of
+from rtl.axil_slave import register_bus_signature
+from rtl.jobs import errlog_layout
+from rtl.params import EngineParams
+
+CAPS = (Capability.NOTIFY | Capability.FENCE | Capability.IMM | Capability.ERROR_LOG | Capability.BUS_ERRORS
+        | Capability.PERF_COUNTERS)
+
+
+class RegisterFile(wiring.Component):
+    """Global registers live here (control, status, error log view, counters). Writes and reads in
+    the REGION and QUEUE blocks go to the region table and the queue table. Reads are answered the
+    cycle after the strobe. 64-bit counters read atomically: reading the low word latches the high
+    word, which the next read of the high word returns.
+
+    CONTROL.RESET starts a flush: every queue stops, the pipeline drains (bus transactions in flight
+    finish), then `soft_reset` clears queues, regions, the error log and the counters, and RESET
+    reads 0 again."""
+
+    def __init__(self, p: EngineParams):
+        self.p = p
+        super().__init__({
+            "bus": In(register_bus_signature(p.csr_addr_width)),
+            # queue table
+            "q_w_valid": Out(1), "q_w_queue": Out(p.queue_bits), "q_w_offset": Out(6), "q_w_data": Out(32),
+            "q_r_queue": Out(p.queue_bits), "q_r_offset": Out(6), "q_r_data": In(32), "q_r_word": In(64),
+            # region table
+            "r_w_valid": Out(1), "r_w_region": Out(p.region_bits), "r_w_offset": Out(5), "r_w_data": Out(32),
+            "r_r_en": Out(1), "r_r_region": Out(p.region_bits), "r_r_offset": Out(5), "r_r_data": In(32),
+            # error log
+            "log_valid": In(1), "log_head": In(errlog_layout()), "log_overflow": In(1), "log_pop": Out(1),
+            # engine state
+            "engine_enable": Out(1), "flush": Out(1), "soft_reset": Out(1),
+            "drained": In(1),  # no descriptor or bus transaction in flight anywhere
+            "idle": In(1),  # drained, and no queue has work
+            "halted_any": In(1),
+            "descriptors": In(64), "bytes": In(64), "reads_inflight": In(32),
+            "stall_read": In(1), "stall_write": In(1), "stall_buffer": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p, b = self.p, self.bus
+        g = {r.name: r.offset for r in GLOBAL.registers}
+        assert REGION.stride == 1 << 5 and QUEUE.stride == 1 << 6, "block strides are decoded as bit fields"
+
+        def decode(addr):
+            is_global = addr < REGION.base
+            region = (addr - REGION.base)[5:]
+            is_region = (addr >= REGION.base) & (addr < QUEUE.base) & (region < p.num_regions)
+            queue = (addr - QUEUE.base)[6:]
+            is_queue = (addr >= QUEUE.base) & (addr < WINDOW_BASE) & (queue < p.num_queues)
+            return is_global, is_region, region, is_queue, queue
+
+        # --- writes ----------------------------------------------------------------------
+        wg, wr, wreg, wq, wque = decode(b.w_addr)
+        m.d.comb += [
+            self.q_w_valid.eq(b.w_valid & wq), self.q_w_queue.eq(wque), self.q_w_offset.eq(b.w_addr[:6]),
+            self.q_w_data.eq(b.w_data),
+            self.r_w_valid.eq(b.w_valid & wr & ~self.flush), self.r_w_region.eq(wreg),
+            self.r_w_offset.eq(b.w_addr[:5]), self.r_w_data.eq(b.w_data),
+        ]
+        enable_bit = bits_of(GLOBAL, "CONTROL", "ENABLE").start
+        reset_bit = bits_of(GLOBAL, "CONTROL", "RESET").start
+        with m.If(b.w_valid & wg):
+            with m.Switch(b.w_addr[:12]):
+                with m.Case(g["CONTROL"]):
+                    m.d.sync += self.engine_enable.eq(b.w_data[enable_bit])
+                    with m.If(b.w_data[reset_bit]):
+                        m.d.sync += self.flush.eq(1)
+                with m.Case(g["ERRLOG_POP"]):
+                    m.d.comb += self.log_pop.eq(1)
+        with m.If(self.flush & self.drained):
+            m.d.comb += self.soft_reset.eq(1)
+            m.d.sync += self.flush.eq(0)
+
+        # --- counters --------------------------------------------------------------------
+        cycles = Signal(64)
+        stalls = {name: Signal(32, name=name.lower()) for name in ("STALL_READ", "STALL_WRITE", "STALL_BUFFER")}
+        m.d.sync += cycles.eq(cycles + 1)
+        for name, strobe in zip(stalls, (self.stall_read, self.stall_write, self.stall_buffer)):
+            m.d.sync += stalls[name].eq(stalls[name] + strobe)
+        with m.If(self.soft_reset):
+            m.d.sync += [cycles.eq(0)] + [s.eq(0) for s in stalls.values()]
+
+        # --- reads: decode at the strobe, answer next cycle ---------------------------------
+        rg, rr_, rreg, rq, rque = decode(b.r_addr)
+        r_global, r_queue = Signal(), Signal()
+        r_off = Signal(12)
+        m.d.comb += [self.r_r_en.eq(b.r_valid & rr_), self.r_r_region.eq(rreg), self.r_r_offset.eq(b.r_addr[:5])]
+        r_region = Signal()
+        with m.If(b.r_valid):
+            m.d.sync += [r_global.eq(rg), r_region.eq(rr_), r_queue.eq(rq), r_off.eq(b.r_addr[:12]),
+                         self.q_r_queue.eq(rque)]
+        m.d.comb += self.q_r_offset.eq(r_off[:6])
+
+        hi_latch = Signal(32)  # high word of the last 64-bit value whose low word was read
+        status = {name: bits_of(GLOBAL, "STATUS", name).start
+                  for name in ("ENABLED", "IDLE", "HALTED", "ERRLOG_VALID", "ERRLOG_OVERFLOW")}
+        head_code, head_queue = bits_of(GLOBAL, "ERRLOG_HEAD", "CODE"), bits_of(GLOBAL, "ERRLOG_HEAD", "QUEUE")
+        consts = {
+            "ID": DEVICE_MAGIC, "VERSION": version_word(), "CAPS": int(CAPS), "NUM_QUEUES": p.num_queues,
+            "SLOTS": p.slots, "NUM_REGIONS": p.num_regions, "DATA_BYTES": p.data_bytes,
+            "WINDOW_BASE": WINDOW_BASE, "WINDOW_STRIDE": window_stride(p.slots),
+        }
+        wide = {"CYCLES": cycles, "DESCRIPTORS": self.descriptors, "BYTES": self.bytes}
+        with m.If(r_global):
+            with m.Switch(r_off):
+                for name, value in consts.items():
+                    with m.Case(g[name]):
+                        m.d.comb += b.r_data.eq(value)
+                with m.Case(g["CONTROL"]):
+                    m.d.comb += [b.r_data[enable_bit].eq(self.engine_enable), b.r_data[reset_bit].eq(self.flush)]
+                with m.Case(g["STATUS"]):
+                    m.d.comb += [
+                        b.r_data[status["ENABLED"]].eq(self.engine_enable), b.r_data[status["IDLE"]].eq(self.idle),
+                        b.r_data[status["HALTED"]].eq(self.halted_any),
+                        b.r_data[status["ERRLOG_VALID"]].eq(self.log_valid),
+                        b.r_data[status["ERRLOG_OVERFLOW"]].eq(self.log_overflow),
+                    ]
+                with m.Case(g["ERRLOG_HEAD"]):
+                    m.d.comb += [b.r_data[head_code].eq(self.log_head.code),
+                                 b.r_data[head_queue].eq(self.log_head.queue)]
+                with m.Case(g["ERRLOG_COOKIE"]):
+                    m.d.comb += b.r_data.eq(self.log_head.cookie)
+                with m.Case(g["ERRLOG_INDEX"]):
+                    m.d.comb += b.r_data.eq(self.log_head.index)
+                for name, value in wide.items():
+                    with m.Case(g[name + "_LO"]):
+                        m.d.comb += b.r_data.eq(value[:32])
+                        m.d.sync += hi_latch.eq(value[32:])
+                    with m.Case(g[name + "_HI"]):
+                        m.d.comb += b.r_data.eq(hi_latch)
+                with m.Case(g["READS_INFLIGHT"]):
+                    m.d.comb += b.r_data.eq(self.reads_inflight)
+                for name, value in stalls.items():
+                    with m.Case(g[name]):
+                        m.d.comb += b.r_data.eq(value)
+        with m.Elif(r_region):
+            m.d.comb += b.r_data.eq(self.r_r_data)
+        with m.Elif(r_queue):
+            qo = {r.name: r.offset for r in QUEUE.registers}
+            with m.Switch(r_off[:6]):
+                with m.Case(qo["COMPLETED_LO"]):
+                    m.d.comb += b.r_data.eq(self.q_r_word[:32])
+                    m.d.sync += hi_latch.eq(self.q_r_word[32:])
+                with m.Case(qo["COMPLETED_HI"]):
+                    m.d.comb += b.r_data.eq(hi_latch)
+                with m.Default():
+                    m.d.comb += b.r_data.eq(self.q_r_data)
+        return m

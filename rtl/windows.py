@@ -1,0 +1,113 @@
+"""SubmissionWindows: every queue's window of descriptor slots in block RAM, written through a wide AXI4 slave."""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import memory, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.wiring import In, Out
+
+from driver.abi import DESCRIPTOR_BYTES, WINDOW_BASE
+from rtl.abi_layouts import DescriptorLayout
+from rtl.axi import Resp, axi_signature
+from rtl.params import EngineParams
+
+B_QUEUE = 4  # write responses waiting for the bridge; lets single-beat bursts arrive back to back
+
+
+class SubmissionWindows(wiring.Component):
+    """The GPU posts descriptors here with posted writes, at the engine's data width, so a 512-bit
+    bridge lands two descriptors a cycle. Byte strobes are honoured, so any write size works.
+
+    The port decodes BAR addresses (WINDOW_BASE and up). A write's response is sent only after its
+    data is in the window, so a doorbell that follows it in AXI order finds the descriptors there.
+    Writes outside the windows are dropped with SLVERR; reads return zeros with SLVERR (the
+    windows are write-only). Bursts are treated as INCR.
+    """
+
+    def __init__(self, p: EngineParams):
+        self.p = p
+        self.row_bits = max(256, p.data_width)
+        self.row_bytes = self.row_bits // 8
+        self.window_bytes = p.num_queues * p.slots * DESCRIPTOR_BYTES
+        self.depth = self.window_bytes // self.row_bytes
+        super().__init__({
+            "axi": In(axi_signature(p.bar_addr_width, p.data_width, p.window_id_width)),
+            "rd_en": In(1),
+            "rd_queue": In(p.queue_bits),
+            "rd_slot": In(range(p.slots)),
+            "rd_desc": Out(DescriptorLayout),  # the cycle after rd_en
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p, a = self.p, self.axi
+        dwb = p.data_bytes
+        mem = m.submodules.mem = memory.Memory(shape=self.row_bits, depth=self.depth, init=[])
+        wp = mem.write_port(granularity=8)
+        rp = mem.read_port()
+
+        # --- write path -------------------------------------------------------------
+        active = Signal()
+        addr = Signal(p.bar_addr_width)
+        size = Signal(3)
+        wid = Signal(p.window_id_width)
+        err = Signal()
+        bq = m.submodules.bq = SyncFIFO(width=p.window_id_width + 2, depth=B_QUEUE)
+
+        beat = Signal()
+        last = Signal()
+        m.d.comb += [a.wready.eq(active & bq.w_rdy), beat.eq(a.wvalid & a.wready), last.eq(beat & a.wlast)]
+        m.d.comb += a.awready.eq(~active | last)
+
+        word = Signal(p.bar_addr_width)
+        rel = Signal(p.bar_addr_width + 1)
+        inside = Signal()
+        m.d.comb += [
+            word.eq(addr & ~(dwb - 1)),
+            rel.eq(word - WINDOW_BASE),
+            inside.eq((word >= WINDOW_BASE) & (rel < self.window_bytes)),
+        ]
+        chunks = self.row_bytes // dwb
+        chunk = rel[(dwb - 1).bit_length() : (self.row_bytes - 1).bit_length()] if chunks > 1 else Const(0, 1)
+        m.d.comb += [
+            wp.addr.eq(rel >> (self.row_bytes - 1).bit_length()),
+            wp.data.eq(Cat(*([a.wdata] * chunks))),
+            wp.en.eq(Mux(beat & inside, a.wstrb << (chunk * dwb), 0)),
+        ]
+        with m.If(beat):
+            m.d.sync += addr.eq((addr & ~((Const(1, 8) << size) - 1)) + (Const(1, 8) << size))
+            with m.If(~inside):
+                m.d.sync += err.eq(1)
+        m.d.comb += [bq.w_en.eq(last), bq.w_data.eq(Cat(wid, Mux(err | ~inside, Resp.SLVERR, Resp.OKAY)))]
+        with m.If(last):
+            m.d.sync += active.eq(0)
+        with m.If(a.awvalid & a.awready):
+            m.d.sync += [active.eq(1), addr.eq(a.awaddr), size.eq(a.awsize), wid.eq(a.awid), err.eq(0)]
+        m.d.comb += [a.bvalid.eq(bq.r_rdy), a.bid.eq(bq.r_data[: p.window_id_width]),
+                     a.bresp.eq(bq.r_data[p.window_id_width :]), bq.r_en.eq(a.bready)]
+
+        # --- read path: answered, never served ----------------------------------------
+        ractive = Signal()
+        rleft = Signal(8)
+        with m.If(~ractive):
+            m.d.comb += a.arready.eq(1)
+            with m.If(a.arvalid):
+                m.d.sync += [ractive.eq(1), rleft.eq(a.arlen), a.rid.eq(a.arid)]
+        m.d.comb += [a.rvalid.eq(ractive), a.rdata.eq(0), a.rresp.eq(Resp.SLVERR), a.rlast.eq(rleft == 0)]
+        with m.If(a.rvalid & a.rready):
+            m.d.sync += rleft.eq(rleft - 1)
+            with m.If(rleft == 0):
+                m.d.sync += ractive.eq(0)
+
+        # --- the scheduler's read port -------------------------------------------------
+        flat = Signal(range(p.num_queues * p.slots))
+        m.d.comb += flat.eq(self.rd_queue * p.slots + self.rd_slot)
+        per_row = self.row_bits // 256
+        sel = Signal(range(per_row)) if per_row > 1 else Const(0, 1)
+        m.d.comb += [rp.en.eq(self.rd_en), rp.addr.eq(flat // per_row)]
+        if per_row > 1:
+            with m.If(self.rd_en):
+                m.d.sync += sel.eq(flat % per_row)
+        m.d.comb += self.rd_desc.eq(rp.data.word_select(sel, 256))
+        return m

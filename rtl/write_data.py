@@ -1,0 +1,128 @@
+"""WriteData: produces the W beats of every write burst, reading buffer rows and realigning them to the destination."""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from rtl.jobs import WKind, wentry_layout
+from rtl.params import EngineParams
+from rtl.realign import Realigner
+
+
+class WriteData(wiring.Component):
+    """One beat a cycle. Entries arrive in burst order from the write planner, which issued them only
+    once their rows were filled. A descriptor's beats consume its rows in order: beat j combines the
+    two rows that hold its destination lanes (`preload` reads one row ahead first when the source
+    starts in a later lane than the destination). Rows are freed as they are read; a DISCARD entry
+    frees the rest of a failed or dropped descriptor once its reads have all landed.
+
+    Pipeline: token (row read issued) -> A (row arrives) -> W register. A stalled W channel holds
+    all three.
+    """
+
+    def __init__(self, p: EngineParams):
+        self.p = p
+        rp = p.row_ptr_width
+        lanes = (p.data_bytes - 1).bit_length() or 1
+        self.lanes = lanes
+        super().__init__({
+            "went": In(stream.Signature(wentry_layout(p))),
+            "rd_en": Out(1), "rd_addr": Out(range(p.buffer_rows)), "rd_data": In(p.data_width),
+            "filled": In(rp),
+            "row_free": Out(rp),
+            "w_valid": Out(1), "w_ready": In(1), "w_data": Out(p.data_width), "w_strb": Out(p.data_bytes),
+            "w_last": Out(1),
+            "idle": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.p
+        rp, lanes = p.row_ptr_width, self.lanes
+        e = self.went.payload
+        adv = Signal()
+        m.d.comb += adv.eq(~self.w_valid | self.w_ready)
+
+        started = Signal()  # the current descriptor has had its first token
+        consumed = Signal(rp)  # its rows read so far
+        beat = Signal(9)  # beat within the current burst
+        row_free = Signal(rp)
+        m.d.comb += self.row_free.eq(row_free)
+
+        # --- token: what the next cycle's A stage holds ------------------------------------
+        t_valid, t_emit, t_consume, t_last, t_first_beat, t_last_beat, t_imm = (Signal(name=f"t_{n}") for n in (
+            "valid", "emit", "consume", "last", "first_beat", "last_beat", "imm"))
+        done_rows = Signal(rp)
+        m.d.comb += done_rows.eq(Mux(started, consumed, 0))
+        row = Signal(rp)
+        m.d.comb += row.eq(e.row0 + done_rows)
+        discard_ready = Signal()
+        landed = Signal(rp)
+        m.d.comb += [landed.eq(self.filled - (e.row0 + e.nrows)), discard_ready.eq(~landed[-1])]
+
+        with m.If(self.went.valid):
+            with m.Switch(e.kind):
+                with m.Case(WKind.BURST):
+                    with m.If(e.first & ~started & e.preload):
+                        m.d.comb += [t_valid.eq(1), t_consume.eq(1)]
+                        with m.If(adv):
+                            m.d.sync += [started.eq(1), consumed.eq(1), row_free.eq(row_free + 1)]
+                    with m.Else():
+                        m.d.comb += [
+                            t_valid.eq(1), t_emit.eq(1), t_consume.eq(done_rows < e.nrows),
+                            t_last.eq(beat == e.beats - 1),
+                            t_first_beat.eq(e.first & (beat == 0)),
+                            t_last_beat.eq(e.last & (beat == e.beats - 1)),
+                        ]
+                        with m.If(adv):
+                            m.d.sync += [started.eq(1), consumed.eq(done_rows + t_consume),
+                                         row_free.eq(row_free + t_consume), beat.eq(beat + 1)]
+                            with m.If(t_last):
+                                m.d.sync += beat.eq(0)
+                                m.d.comb += self.went.ready.eq(1)
+                                with m.If(e.last):
+                                    m.d.sync += started.eq(0)
+                with m.Case(WKind.IMM):
+                    m.d.comb += [t_valid.eq(1), t_emit.eq(1), t_last.eq(1), t_imm.eq(1),
+                                 self.went.ready.eq(adv)]
+                with m.Case(WKind.DISCARD):
+                    m.d.comb += self.went.ready.eq(discard_ready)
+                    with m.If(discard_ready):
+                        m.d.sync += [row_free.eq(e.row0 + e.nrows), started.eq(0)]
+        m.d.comb += [self.rd_en.eq(adv), self.rd_addr.eq(row[: (p.buffer_rows - 1).bit_length()])]
+
+        # --- A: the row is on rd_data ---------------------------------------------------
+        a_valid, a_emit, a_consume, a_last, a_first_beat, a_last_beat, a_imm = (Signal(name=f"a_{n}") for n in (
+            "valid", "emit", "consume", "last", "first_beat", "last_beat", "imm"))
+        a_shift, a_first_lane, a_last_lane = Signal(lanes), Signal(lanes), Signal(lanes)
+        a_value = Signal(64)
+        with m.If(adv):
+            m.d.sync += [
+                a_valid.eq(t_valid & adv), a_emit.eq(t_emit), a_consume.eq(t_consume), a_last.eq(t_last),
+                a_first_beat.eq(t_first_beat), a_last_beat.eq(t_last_beat), a_imm.eq(t_imm),
+                a_shift.eq(e.shift), a_first_lane.eq(e.first_lane), a_last_lane.eq(e.last_lane), a_value.eq(e.imm),
+            ]
+
+        prev = Signal(p.data_width)
+        ra = m.submodules.realign = Realigner(p.data_width)
+        m.d.comb += [
+            ra.prev.eq(prev), ra.cur.eq(self.rd_data), ra.shift.eq(a_shift),
+            ra.first.eq(a_first_beat), ra.first_lane.eq(a_first_lane),
+            ra.last.eq(a_last_beat), ra.last_lane.eq(a_last_lane),
+        ]
+        imm_data = Signal(p.data_width)
+        m.d.comb += imm_data.eq(a_value << Cat(Const(0, 3), a_first_lane))
+        with m.If(adv):
+            m.d.sync += self.w_valid.eq(a_valid & a_emit)
+            with m.If(a_valid & a_consume):
+                m.d.sync += prev.eq(self.rd_data)
+            with m.If(a_valid & a_emit):
+                m.d.sync += [
+                    self.w_data.eq(Mux(a_imm, imm_data, ra.out)),
+                    self.w_strb.eq(Mux(a_imm, Const(0xFF, p.data_bytes) << a_first_lane, ra.strb)),
+                    self.w_last.eq(a_last),
+                ]
+        m.d.comb += self.idle.eq(~self.went.valid & ~a_valid & ~self.w_valid)
+        return m
