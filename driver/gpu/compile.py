@@ -1,0 +1,101 @@
+"""Compiling CUDA C++ that includes the arkdma headers: NVRTC through CuPy, cached by source hash.
+
+`load()` gives a CuPy RawModule for a GPU (cached in this process and, by CuPy, on disk; the key
+includes the headers' hash, so editing device.cuh never reuses a stale binary). `cubin()` and
+`nvcc_cubin()` compile without a GPU (the low-level NVRTC calls and nvcc), for checks in CI.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from driver.errors import ArkdmaError
+
+INCLUDE_DIR = Path(__file__).resolve().parents[1] / "include"
+HEADERS = ("arkdma/abi.h", "arkdma/device.cuh")
+DEFAULT_ARCH = "sm_90"
+STD = "--std=c++17"
+
+
+class CompileError(ArkdmaError):
+    """A kernel did not compile; the message holds the compiler's log."""
+
+
+@functools.cache
+def headers_digest() -> str:
+    h = hashlib.sha256()
+    for name in HEADERS:
+        h.update((INCLUDE_DIR / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _keyed(source: str) -> str:
+    # CuPy's disk cache keys on the source text alone: put the headers' hash into it.
+    return f"// arkdma headers {headers_digest()}\n{source}"
+
+
+def options(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    return (STD, f"-I{INCLUDE_DIR}", *extra)
+
+
+def cubin(source: str, arch: str = DEFAULT_ARCH, extra: tuple[str, ...] = (), name: str = "kernel.cu") -> bytes:
+    """Compile with NVRTC to a CUBIN (no GPU needed); CompileError with the log on failure."""
+    from cupy.cuda import nvrtc
+
+    prog = nvrtc.createProgram(source, name, [], [])
+    try:
+        try:
+            nvrtc.compileProgram(prog, [*options(extra), f"--gpu-architecture={arch}"])
+        except nvrtc.NVRTCError as exc:
+            raise CompileError(f"NVRTC could not compile {name} for {arch}:\n{nvrtc.getProgramLog(prog)}") from exc
+        return nvrtc.getCUBIN(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
+def nvcc_cubin(source: str, arch: str = DEFAULT_ARCH, extra: tuple[str, ...] = ()) -> bytes:
+    """Compile with nvcc to a CUBIN; CompileError when nvcc is missing or the compile fails."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise CompileError("nvcc is not on PATH; install the CUDA toolkit or use cubin() (NVRTC)")
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "kernel.cu", Path(tmp) / "kernel.cubin"
+        src.write_text(source)
+        run = subprocess.run(
+            [nvcc, f"-arch={arch}", "-cubin", "-std=c++17", f"-I{INCLUDE_DIR}", *extra, str(src), "-o", str(out)],
+            capture_output=True, text=True, timeout=300,
+        )
+        if run.returncode:
+            raise CompileError(f"nvcc could not compile for {arch}:\n{run.stderr}")
+        return out.read_bytes()
+
+
+_modules: dict[str, object] = {}
+
+
+def load(source: str, extra: tuple[str, ...] = ()):
+    """A cupy.RawModule for the current GPU, compiled once per (source, headers, options)."""
+    import cupy
+
+    keyed = _keyed(source)
+    opts = options(extra)
+    key = hashlib.sha256("\0".join((keyed, *opts, str(cupy.cuda.Device().id))).encode()).hexdigest()
+    module = _modules.get(key)
+    if module is None:
+        module = cupy.RawModule(code=keyed, options=opts)
+        try:
+            module.compile()
+        except cupy.cuda.compiler.CompileException as exc:
+            raise CompileError(str(exc)) from exc
+        _modules[key] = module
+    return module
+
+
+def kernel(source: str, name: str, extra: tuple[str, ...] = ()):
+    """One function of a module compiled by load()."""
+    return load(source, extra).get_function(name)
