@@ -5,9 +5,9 @@
 // where the driver has cuMemcpyBatchAsync), and events join the streams wherever order matters:
 // before a FENCE or IMM descriptor and before every completion write, so completions stay in order.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <deque>
-#include <sstream>
 
 #include "cuda_driver.h"
 #include "engine.h"
@@ -20,10 +20,12 @@ using namespace cuda;
 
 constexpr size_t MAX_SEGMENT = 256;  // copies gathered before they are enqueued anyway
 
+// No iostreams in this library: a build that links libstdc++ statically (some GPU images' compilers
+// do) shares the process with the system's copy, and locale facets from the two get mixed up.
 std::string hex(uint64_t v) {
-  std::ostringstream s;
-  s << "0x" << std::hex << v;
-  return s.str();
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
 }
 
 class CudaExecutor final : public Executor {
