@@ -38,6 +38,7 @@ class EstimateReport:
     brams: int  # DP16KD, 18 Kbit each
     brams_available: int
     dsps: int  # MULT18X18D
+    lut_mapper: str  # abc9 (synth_ecp5's own) or abc (where this yosys build's abc9 crashed on the design)
     data_width: int | None
     params: dict
     cells: dict[str, int]  # after synthesis, by cell type (LUT4, CCU2C, PFUMX, L6MUX21, TRELLIS_DPR16X4, ...)
@@ -77,7 +78,7 @@ def report_from_flow(result: FlowResult, design: str, params: dict, workdir: Pat
         luts=pnr.used("TRELLIS_COMB"), luts_available=pnr.available("TRELLIS_COMB"),
         ffs=pnr.used("TRELLIS_FF"), ffs_available=pnr.available("TRELLIS_FF"),
         brams=pnr.used("DP16KD"), brams_available=pnr.available("DP16KD"),
-        dsps=pnr.used("MULT18X18D"),
+        dsps=pnr.used("MULT18X18D"), lut_mapper=result.lut_mapper,
         data_width=params.get("data_width"), params=params, cells=result.cells,
         critical_path=asdict(path) if path else None,
         seconds={k: round(v, 1) for k, v in result.seconds.items()},
@@ -151,6 +152,8 @@ def print_report(report: EstimateReport, console: Console) -> None:
                                ("DP16KD", report.brams, report.brams_available)):
         t.add_row(label, f"{used} / {avail} ({100 * used / avail:.1f}%)" if avail else str(used))
     t.add_row("MULT18X18D", str(report.dsps))
+    if report.lut_mapper != "abc9":
+        t.add_row("LUT mapping", f"{report.lut_mapper} (abc9 crashed on this design; its log is in {report.workdir})")
     if report.critical_path:
         cp = report.critical_path
         t.add_row("critical path", f"{cp['delay_ns']:.2f} ns ({cp['logic_ns']:.2f} logic, {cp['routing_ns']:.2f} "

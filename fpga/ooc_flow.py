@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from fpga import toolchain
-from fpga.errors import FpgaFlowError
+from fpga.errors import FpgaFlowError, ToolFailed
 from fpga.reports import PnrReport, parse_nextpnr_report, parse_yosys_stat
 
 
@@ -56,6 +56,7 @@ class PnrRun:
 class FlowResult:
     part: Ecp5Part
     target_mhz: float
+    lut_mapper: str  # "abc9" (synth_ecp5's own), or "abc" where abc9 crashed
     cells: dict[str, int]  # after synthesis, by cell type
     runs: tuple[PnrRun, ...]  # one per placement seed
     seconds: dict[str, float]  # per step: convert, synthesize, place_and_route (all seeds), total
@@ -77,25 +78,36 @@ class _Steps:
         self.progress.update(task, completed=1)
 
 
-def _yosys_script(top: str, synth_opts: tuple[str, ...]) -> str:
-    return "\n".join([
-        f"read_rtlil {top}.il",
-        f"synth_ecp5 -top {top} -json {top}.json {' '.join(synth_opts)}".rstrip(),
-        "tee -q -o stat.json stat -json",
-        "",
-    ])
+def _yosys_script(top: str, mapper: str) -> str:
+    """synth_ecp5 as it is (LUTs mapped by abc9), or with its map_luts step done by the classic abc."""
+    if mapper == "abc9":
+        synth = [f"synth_ecp5 -top {top} -json {top}.json"]
+    else:
+        synth = [f"synth_ecp5 -top {top} -run begin:map_luts", "techmap -map +/lattice/latches_map.v",
+                 "abc -lut 4 -dress", "clean", f"synth_ecp5 -top {top} -json {top}.json -run map_cells:"]
+    return "\n".join([f"read_rtlil {top}.il", *synth, "tee -q -o stat.json stat -json", ""])
+
+
+def _abc9_crashed(log: Path) -> bool:
+    # The YoWASP build's abc9 can exit without a message (seen on a block with yosys-detected logic
+    # loops); the log then ends on the ABC command line.
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    return bool(lines) and lines[-1].startswith("Running ABC command")
 
 
 def run(design, workdir: Path, *, top: str = "top", part: str = DEFAULT_PART, target_mhz: float = 125.0,
-        seeds: tuple[int, ...] = (1,), synth_opts: tuple[str, ...] = (), timeout_s: float = 3600.0,
+        seeds: tuple[int, ...] = (1,), lut_mapper: str = "abc9", timeout_s: float = 3600.0,
         roots: tuple[Path, ...] = (), console: Console | None = None) -> FlowResult:
     """Converts `design` (an Amaranth Elaboratable; a wiring.Component's signature gives the ports) to
     RTLIL, synthesizes it with synth_ecp5 and places and routes it once per seed out of context,
-    timed against `target_mhz`. Files and logs go to `workdir`; every tool run is bounded by `timeout_s`."""
+    timed against `target_mhz`. Files and logs go to `workdir`; every tool run is bounded by `timeout_s`.
+    LUTs are mapped by `lut_mapper` ("abc9", synth_ecp5's own, or "abc"); a crash of abc9 falls back to abc."""
     if part not in PARTS:
         raise FpgaFlowError(f"unknown ECP5 part {part!r}; known: {', '.join(PARTS)}")
     if not seeds:
         raise FpgaFlowError("give at least one placement seed")
+    if lut_mapper not in ("abc9", "abc"):
+        raise FpgaFlowError(f"the LUT mapper is abc9 or abc, not {lut_mapper!r}")
     if target_mhz <= 0:
         raise FpgaFlowError(f"the target clock must be positive, not {target_mhz} MHz")
     ecp5 = PARTS[part]
@@ -112,9 +124,17 @@ def run(design, workdir: Path, *, top: str = "top", part: str = DEFAULT_PART, ta
             from amaranth.back import rtlil  # the runtime never imports Amaranth at module level
 
             (workdir / f"{top}.il").write_text(rtlil.convert(design, name=top))
-            (workdir / "synth.ys").write_text(_yosys_script(top, synth_opts))
+        mapper = lut_mapper
         with steps.step("synthesize", f"yosys synth_ecp5 (log: {logs['yosys']})"):
-            yosys.run(["-s", "synth.ys"], logs["yosys"], workdir, timeout_s)
+            (workdir / "synth.ys").write_text(_yosys_script(top, mapper))
+            try:
+                yosys.run(["-s", "synth.ys"], logs["yosys"], workdir, timeout_s)
+            except ToolFailed:
+                if mapper != "abc9" or not _abc9_crashed(logs["yosys"]):
+                    raise
+                mapper, logs["yosys-abc9"] = "abc", logs["yosys"].rename(workdir / "yosys-abc9.log")
+                (workdir / "synth.ys").write_text(_yosys_script(top, mapper))
+                yosys.run(["-s", "synth.ys"], logs["yosys"], workdir, timeout_s)
         cells = parse_yosys_stat(workdir / "stat.json")
         for seed in seeds:
             log = workdir / f"nextpnr-seed{seed}.log"
@@ -129,4 +149,4 @@ def run(design, workdir: Path, *, top: str = "top", part: str = DEFAULT_PART, ta
                             log, workdir, timeout_s)
             runs.append(PnrRun(seed, parse_nextpnr_report(report, roots), time.monotonic() - t0, log))
     seconds = {**steps.seconds, "total": time.monotonic() - start}
-    return FlowResult(ecp5, target_mhz, cells, tuple(runs), seconds, logs)
+    return FlowResult(ecp5, target_mhz, mapper, cells, tuple(runs), seconds, logs)

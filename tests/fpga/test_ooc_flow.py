@@ -67,6 +67,29 @@ def test_small_design_report_is_complete_json(small_report, tmp_path):
     assert data["seconds"]["total"] >= data["seconds"]["synthesize"] > 0
 
 
+def test_classic_abc_mapping_gives_the_same_design(small_report, tmp_path):
+    """The fallback used when abc9 crashes maps the same logic: same FFs and block RAMs, LUTs close."""
+    from fpga import ooc_flow
+
+    result = ooc_flow.run(FifoSum(64, 512), tmp_path, target_mhz=100.0, lut_mapper="abc",
+                          console=Console(file=io.StringIO()))
+    (run,) = result.runs
+    assert result.lut_mapper == "abc" and small_report.lut_mapper == "abc9"
+    assert run.report.used("TRELLIS_FF") == small_report.ffs and run.report.used("DP16KD") == small_report.brams
+    assert abs(run.report.used("TRELLIS_COMB") - small_report.luts) <= 0.3 * small_report.luts
+    assert "abc -lut 4" in (tmp_path / "synth.ys").read_text()
+
+
+def test_abc9_crash_is_recognized(tmp_path):
+    from fpga.ooc_flow import _abc9_crashed
+
+    log = tmp_path / "yosys.log"
+    log.write_text("4.14.5. Executing ABC9.\nRunning ABC command: \"/yosys-abc\" -s -f <abc-temp-dir>/abc.script 2>&1\n\n")
+    assert _abc9_crashed(log)
+    log.write_text("ERROR: Module `top' not found!\n")
+    assert not _abc9_crashed(log)
+
+
 def test_flow_rejects_bad_requests(tmp_path):
     from fpga import ooc_flow
 
@@ -74,6 +97,8 @@ def test_flow_rejects_bad_requests(tmp_path):
         ooc_flow.run(None, tmp_path, part="XC7A35T")
     with pytest.raises(FpgaFlowError, match="at least one placement seed"):
         ooc_flow.run(None, tmp_path, seeds=())
+    with pytest.raises(FpgaFlowError, match="abc9 or abc"):
+        ooc_flow.run(None, tmp_path, lut_mapper="vpr")
 
 
 def test_tool_failure_names_the_log(tmp_path):
