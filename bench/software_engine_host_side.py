@@ -69,6 +69,7 @@ class Point:
 class Latency:
     direction: str
     bytes: int
+    streams: int
     samples: int
     median_us: float
     p10_us: float
@@ -192,7 +193,7 @@ def latency(rig: Rig, direction: str, size: int, samples: int) -> Latency:
         out.append((time.perf_counter_ns() - t0) / 1e3)
     s = rig.engine.stats().minus(before)
     q = np.percentile(out[100:], [10, 50, 90])
-    return Latency(direction, size, samples, float(q[1]), float(q[0]), float(q[2]), s.ns_per_descriptor,
+    return Latency(direction, size, rig.options.streams, samples, float(q[1]), float(q[0]), float(q[2]), s.ns_per_descriptor,
                    call_breakdown(s))
 
 
@@ -222,17 +223,27 @@ def ceiling(direction: str, nbytes: int = 256 * MiB, repeats: int = 5) -> float 
     return statistics.median(rates)
 
 
-def sweep(executor: str, quick: bool, repeats: int) -> tuple[list[Point], list[Latency]]:
+def parse_configs(text: str) -> list[EngineOptions]:
+    """'1b,4b,1n' -> 1 stream with batch calls, 4 streams with batch calls, 1 stream one call per copy."""
+    out = []
+    for item in text.split(","):
+        streams, kind = item[:-1], item[-1:]
+        if not streams.isdigit() or kind not in "bn" or not kind:
+            raise argparse.ArgumentTypeError(f"engine config {item!r}: give streams and b (batch) or n, e.g. 4b")
+        out.append(EngineOptions(int(streams), kind == "b"))
+    return out
+
+
+def sweep(executor: str, quick: bool, repeats: int, configs: list[EngineOptions]) -> tuple[list[Point], list[Latency]]:
     span = 8 * MiB if quick else 512 * MiB
     budget = 4 * MiB if quick else 256 * MiB
     sizes = (8 * KiB, 64 * KiB) if quick else (8 * KiB, 64 * KiB, MiB)
     inflights = (1, 16) if quick else (1, 16, 64, 256)
-    configs = [EngineOptions(1, True), EngineOptions(4, True), EngineOptions(1, False)]
     points, lat = [], []
     for opts in configs:
         rig = Rig(executor, opts, span)
         try:
-            if opts == configs[0]:
+            if opts.batch:
                 for direction in DIRECTIONS:
                     for size in (64, 8 * KiB):
                         lat.append(latency(rig, direction, size, 200 if quick else 2000))
@@ -258,7 +269,7 @@ def print_point(p: Point) -> None:
 
 
 def print_latency(r: Latency) -> None:
-    print(f"latency {r.direction} {r.bytes:>6} B, one at a time: median {r.median_us:.2f} us "
+    print(f"latency {r.direction} {r.bytes:>6} B, one at a time, streams={r.streams}: median {r.median_us:.2f} us "
           f"[p10 {r.p10_us:.2f}, p90 {r.p90_us:.2f}], engine issue {r.host_ns_per_descriptor:.0f} ns/desc "
           f"{r.call_ns_per_descriptor}", flush=True)
 
@@ -272,7 +283,7 @@ def plot(points: list[Point], path: Path, device: str) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     for ax, direction in zip(axes, DIRECTIONS):
         for layout in ("contiguous", "scattered"):
-            for streams, batch in ((1, True), (4, True), (1, False)):
+            for streams, batch in sorted({(p.streams, p.batch) for p in points}):
                 pts = [p for p in points if (p.direction, p.layout, p.streams, p.batch) == (direction, layout, streams, batch)]
                 for size in sorted({p.bytes for p in pts}):
                     row = sorted((p for p in pts if p.bytes == size), key=lambda p: p.inflight)
@@ -295,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--executor", default="cuda", choices=("cuda", "host"))
     ap.add_argument("--quick", action="store_true", help="a few small points (a smoke test)")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--configs", type=parse_configs, default=parse_configs("1b,2b,4b,1n"),
+                    help="engine configs in the order measured: streams per queue, b(atch) or n(o batch) (default 1b,2b,4b,1n)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--plot", type=Path)
     args = ap.parse_args(argv)
@@ -304,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     ceilings = {d: ceiling(d) for d in DIRECTIONS} if args.executor == "cuda" and not args.quick else {}
     for d, g in ceilings.items():
         print(f"copy-engine ceiling {d}: {g:.2f} GB/s (256 MiB cudaMemcpyAsync, CUDA events)" if g else f"{d}: no ceiling")
-    points, lat = sweep(args.executor, args.quick, args.repeats)
+    points, lat = sweep(args.executor, args.quick, args.repeats, args.configs)
     result = {"device": device, "executor": args.executor, "ceiling_gbps": ceilings,
               "rows": [asdict(p) for p in points], "latency": [asdict(r) for r in lat]}
     if args.json:
