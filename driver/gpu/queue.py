@@ -131,6 +131,14 @@ class GpuQueue:
         backend.configure_queue(self.id, self._block.region.id, self._offset, start)
         backend.enable_queue(self.id)
         self._open = True
+        # Enable writes START into the completion word, maybe asynchronously (the CUDA executor enqueues
+        # it): GPU code launched before it lands would read the old count.
+        deadline = time.monotonic() + 5.0
+        while self.completion_word() != start:
+            if time.monotonic() > deadline:
+                raise EngineTimeout(f"queue {self.id}: the completion word did not read START={start} after enable "
+                                    f"(reads {self.completion_word():#x}); is the engine running?")
+            time.sleep(1e-4)
 
     def close(self) -> None:
         if self._open:

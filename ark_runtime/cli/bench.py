@@ -1,0 +1,176 @@
+"""`arkdma bench dma` and `arkdma bench interference`: GPU benchmarks with tables, JSON and plots.
+
+The benchmarks live in bench/ and are imported only when a command runs (they need CuPy and a GPU).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from driver.errors import ArkdmaError, EngineUnavailable
+
+KiB, MiB = 1024, 1 << 20
+
+
+def register(sub) -> None:
+    p = sub.add_parser("bench", help="GPU benchmarks: engine DMA against the CPU-controlled and CPU-free paths")
+    bsub = p.add_subparsers(dest="bench", required=True, metavar="BENCHMARK")
+
+    d = bsub.add_parser("dma", help="one-way latency and throughput of GPU-driven copies, every path side by side")
+    d.add_argument("--engine", choices=("software",), default="software",
+                   help="the engine the GPU drives (software: the software engine's CUDA executor)")
+    d.add_argument("--paths", default="software,baseline,prearmed,devgraph",
+                   help="comma-separated paths to measure (default: all)")
+    d.add_argument("--quick", action="store_true", help="a few points only (a smoke run)")
+    d.add_argument("--json", type=Path, help="write device, rows and summaries as JSON here")
+    d.add_argument("--plot", type=Path, default=Path("out/bench_dma.png"), help="PNG (default out/bench_dma.png)")
+    d.set_defaults(func=run_dma)
+
+    i = bsub.add_parser("interference", help="matmul slowdown and %% of ideal overlap for engine and SM copies")
+    i.add_argument("--quick", action="store_true", help="a smaller matmul loop, one repeat")
+    i.add_argument("--engine-streams", type=int, default=1, help="CUDA streams per engine queue")
+    i.add_argument("--json", type=Path, help="write the results as JSON here")
+    i.add_argument("--plot", type=Path, default=Path("out/bench_interference.png"),
+                   help="PNG (default out/bench_interference.png)")
+    i.set_defaults(func=run_interference)
+
+
+def _need_gpu() -> None:
+    from driver.gpu.launch import gpu_unavailable_reason
+
+    reason = gpu_unavailable_reason()
+    if reason:
+        raise EngineUnavailable(f"the benchmarks run on a CUDA GPU: {reason}")
+    from host.provider import CudaProvider
+
+    reason = CudaProvider().unavailable_reason()
+    if reason:
+        raise EngineUnavailable(f"engine software-cuda cannot run here: {reason}")
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description:<58}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=True)
+
+
+def _size(n: int) -> str:
+    return f"{n // MiB} MiB" if n >= MiB else f"{n // KiB} KiB" if n >= KiB else f"{n} B"
+
+
+def dma_config(args):
+    from bench.dma import PATHS, DmaConfig
+
+    paths = tuple(p for p in args.paths.split(",") if p)
+    unknown = [p for p in paths if p not in PATHS]
+    if unknown or not paths:
+        raise ArkdmaError(f"unknown path(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(PATHS)}")
+    config = DmaConfig(paths=paths)
+    if args.quick:
+        config = replace(config, sizes=(64, 8 * KiB), inflights=(1, 16), engine_streams=(1,), latency_iterations=50,
+                         round_iterations=20, stream_bytes=16 * MiB, repeats=1)
+    return config
+
+
+def dma_tables(result) -> list[Table]:
+    from bench.dma import baseline_ratios, targets, winners
+
+    paths = list(dict.fromkeys(r.path for r in result.rows))
+    lat = Table(title=f"one-way latency, us (median; post to completion seen by the GPU) on {result.device}")
+    for col in ("direction", "bytes", *paths, "baseline / software"):
+        lat.add_column(col, justify="right")
+    ratios = {(r["direction"], r["bytes"]): r["speedup"] for r in baseline_ratios(result) if r["path"] == "software"}
+    for d, b in sorted({(r.direction, r.bytes) for r in result.rows if r.inflight == 1}):
+        cells = []
+        for p in paths:
+            row = result.find(p, d, b, 1)
+            cells.append(f"{row.latency_us:.2f}" if row else "-")
+        ratio = ratios.get((d, b))
+        lat.add_row(d, _size(b), *cells, f"{ratio:.1f}x" if ratio else "-")
+
+    thr = Table(title="throughput, GB/s (software: best engine configuration and layout)")
+    for col in ("direction", "bytes", "in flight", *paths, "winner"):
+        thr.add_column(col, justify="right")
+    for w in winners(result):
+        best = dict(w["ranking"])
+        thr.add_row(w["direction"], _size(w["bytes"]), str(w["inflight"]),
+                    *(f"{best[p]:.2f}" if p in best else "-" for p in paths), w["winner"])
+
+    tgt = Table(title="targets (software engine)")
+    for col in ("target", "goal", "measured", "met", "layout", "streams", "scattered GB/s"):
+        tgt.add_column(col, justify="right")
+    for t in targets(result):
+        tgt.add_row(t["target"], t["goal"], f"{t['measured']:.2f}", "yes" if t["met"] else "[red]no[/red]", t["layout"],
+                    str(t["engine_streams"]), f"{t['scattered']:.2f}" if t["scattered"] is not None else "-")
+    return [lat, thr, tgt]
+
+
+def run_dma(args, console: Console | None = None) -> int:
+    console = console or Console()
+    config = dma_config(args)
+    _need_gpu()
+    from bench import dma
+
+    with _progress(console) as progress:
+        task = progress.add_task("starting", total=config.points())
+
+        def tick(what: str) -> None:
+            progress.update(task, description=what)
+            progress.advance(task)
+
+        result = dma.run(config, tick)
+    for table in dma_tables(result):
+        console.print(table)
+    for note in result.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    dma.plot(result, args.plot)
+    console.print(f"plot: {args.plot}")
+    if args.json:
+        out = result.as_json()
+        out.update(winners=dma.winners(result), baseline_ratios=dma.baseline_ratios(result), targets=dma.targets(result))
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=1))
+        console.print(f"json: {args.json}")
+    return 0
+
+
+def interference_table(result) -> Table:
+    t = Table(title=f"interference with {result.matmul} x{result.config['matmuls']} on {result.device} "
+                    f"({result.tflops_alone:.0f} TFLOP/s alone)")
+    for col in ("transfer", "GB moved", "T_compute ms", "T_comm ms", "T_concurrent ms", "matmul slowdown",
+                "GB/s alone -> together", "% of ideal"):
+        t.add_column(col, justify="right")
+    for k in result.kinds:
+        t.add_row(k.kind, f"{k.bytes / 1e9:.2f}", f"{k.t_compute_ms:.2f}", f"{k.t_comm_ms:.2f}", f"{k.t_concurrent_ms:.2f}",
+                  f"{k.matmul_slowdown_pct:+.1f}%", f"{k.gbps_alone:.1f} -> {k.gbps_concurrent:.1f}", f"{k.pct_of_ideal:.1f}")
+    return t
+
+
+def run_interference(args, console: Console | None = None) -> int:
+    console = console or Console()
+    if args.engine_streams < 1:
+        raise ArkdmaError(f"--engine-streams must be at least 1, not {args.engine_streams}")
+    _need_gpu()
+    from bench import interference
+
+    config = interference.InterferenceConfig(engine_streams=args.engine_streams)
+    if args.quick:
+        config = replace(config, matmul_n=4096, matmuls=10, repeats=1)
+    with _progress(console) as progress:
+        task = progress.add_task("starting", total=None)
+        result = interference.run(config, lambda what: progress.update(task, description=what))
+    console.print(interference_table(result))
+    for note in result.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    interference.plot(result, args.plot)
+    console.print(f"plot: {args.plot}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result.as_json(), indent=1))
+        console.print(f"json: {args.json}")
+    return 0
