@@ -25,6 +25,7 @@ import numpy as np
 
 from bench import native_paths
 from driver.abi import Perm
+from driver.errors import ArkdmaError
 from driver.gpu.launch import finish, launch
 from driver.gpu.layout import DeviceCode
 
@@ -226,11 +227,15 @@ def run(config: DmaConfig, progress=None) -> DmaResult:
         try:
             for _, direction, nbytes, inflight, layout in (p for p in points if p[0] == streams):
                 tick(f"software ({streams} stream{'s' if streams > 1 else ''}) {direction} {nbytes} B x{inflight} {layout}")
-                if inflight == 1:
-                    result.rows.append(rig.latency(direction, nbytes, config.latency_iterations))
-                else:
-                    result.rows.append(rig.throughput(direction, nbytes, inflight, layout, config.stream_bytes,
-                                                      config.repeats))
+                try:
+                    if inflight == 1:
+                        result.rows.append(rig.latency(direction, nbytes, config.latency_iterations))
+                    else:
+                        result.rows.append(rig.throughput(direction, nbytes, inflight, layout, config.stream_bytes,
+                                                          config.repeats))
+                except (ArkdmaError, RuntimeError) as exc:
+                    result.notes.append(f"software ({streams} streams) {direction} {nbytes} B x{inflight} {layout} "
+                                        f"failed: {exc}")
         finally:
             rig.close()
     runners = {"baseline": lambda d, b, n, it: native_paths.baseline(d, b, n, it),
