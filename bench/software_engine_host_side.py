@@ -234,21 +234,27 @@ def parse_configs(text: str) -> list[EngineOptions]:
     return out
 
 
-def sweep(executor: str, quick: bool, repeats: int, configs: list[EngineOptions]) -> tuple[list[Point], list[Latency]]:
+def int_list(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(","))
+
+
+def sweep(executor: str, quick: bool, repeats: int, configs: list[EngineOptions], sizes: tuple[int, ...] | None = None,
+          inflights: tuple[int, ...] | None = None, directions: tuple[str, ...] = tuple(DIRECTIONS)
+          ) -> tuple[list[Point], list[Latency]]:
     span = 8 * MiB if quick else 512 * MiB
     budget = 4 * MiB if quick else 256 * MiB
-    sizes = (8 * KiB, 64 * KiB) if quick else (8 * KiB, 64 * KiB, MiB)
-    inflights = (1, 16) if quick else (1, 16, 64, 256)
+    sizes = sizes or ((8 * KiB, 64 * KiB) if quick else (8 * KiB, 64 * KiB, MiB))
+    inflights = inflights or ((1, 16) if quick else (1, 16, 64, 256))
     points, lat = [], []
     for opts in configs:
         rig = Rig(executor, opts, span)
         try:
             if opts.batch:
-                for direction in DIRECTIONS:
+                for direction in directions:
                     for size in (64, 8 * KiB):
                         lat.append(latency(rig, direction, size, 200 if quick else 2000))
                         print_latency(lat[-1])
-            for direction in DIRECTIONS:
+            for direction in directions:
                 for size in sizes:
                     for layout in ("contiguous", "scattered"):
                         if not opts.batch and layout == "contiguous":
@@ -308,6 +314,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--configs", type=parse_configs, default=parse_configs("1b,2b,4b,1n"),
                     help="engine configs in the order measured: streams per queue, b(atch) or n(o batch) (default 1b,2b,4b,1n)")
+    ap.add_argument("--sizes", type=int_list, help="bytes per descriptor, comma-separated (default 8 KiB, 64 KiB, 1 MiB)")
+    ap.add_argument("--inflight", type=int_list, help="descriptors in flight, comma-separated (default 1,16,64,256)")
+    ap.add_argument("--directions", type=lambda t: tuple(t.split(",")), default=tuple(DIRECTIONS),
+                    help="D2H, H2D or both (default)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--plot", type=Path)
     args = ap.parse_args(argv)
@@ -317,7 +327,10 @@ def main(argv: list[str] | None = None) -> int:
     ceilings = {d: ceiling(d) for d in DIRECTIONS} if args.executor == "cuda" and not args.quick else {}
     for d, g in ceilings.items():
         print(f"copy-engine ceiling {d}: {g:.2f} GB/s (256 MiB cudaMemcpyAsync, CUDA events)" if g else f"{d}: no ceiling")
-    points, lat = sweep(args.executor, args.quick, args.repeats, args.configs)
+    unknown = set(args.directions) - set(DIRECTIONS)
+    if unknown or (args.inflight and max(args.inflight) > SLOTS):
+        ap.error(f"directions must be D2H/H2D (not {sorted(unknown)}) and in-flight counts at most {SLOTS}")
+    points, lat = sweep(args.executor, args.quick, args.repeats, args.configs, args.sizes, args.inflight, args.directions)
     result = {"device": device, "executor": args.executor, "ceiling_gbps": ceilings,
               "rows": [asdict(p) for p in points], "latency": [asdict(r) for r in lat]}
     if args.json:

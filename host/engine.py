@@ -22,6 +22,7 @@ from host.memory import NativeBuffer, NativeHandle, free_all
 CAPS = Capability.NOTIFY | Capability.FENCE | Capability.IMM | Capability.ERROR_LOG | Capability.PERF_COUNTERS
 EXECUTORS = {"host": native.Executor.HOST, "cuda": native.Executor.CUDA}
 HOST_IDLE_SPINS = 20_000  # host executor: idle polls before the thread naps (CI shares its cores)
+CUDA_STREAMS = 4  # copy streams per queue: 64 KiB scattered at 256 in flight 43-44 GB/s vs 32-36 with one (H100)
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class EngineStats:
 class SoftwareEngine(Backend):
     """The software engine. `executor` is "host" (memcpy; host memory only) or "cuda".
 
-    Options: `streams_per_queue` (CUDA copy streams per queue), `merge` (contiguous descriptors
+    Options: `streams_per_queue` (CUDA copy streams per queue; default 4), `merge` (contiguous descriptors
     become one copy), `batch_copies` (one cuMemcpyBatchAsync per stream where the driver has it),
     `cpus` (None, "auto" for the CPUs near the GPU, or a list), `spin_before_sleep` (idle polls
     before the thread naps `sleep_us`; None never naps), `stop_check_every` (polls between two
@@ -79,7 +80,7 @@ class SoftwareEngine(Backend):
         num_regions: int = 16,
         errlog_depth: int = 16,
         *,
-        streams_per_queue: int = 1,
+        streams_per_queue: int | None = None,
         merge: bool = True,
         batch_copies: bool = True,
         device: int = 0,
@@ -95,6 +96,8 @@ class SoftwareEngine(Backend):
         check_geometry(num_queues, slots, num_regions)
         if spin_before_sleep == -1:  # the default: nap in CI (host), spin for latency (cuda)
             spin_before_sleep = HOST_IDLE_SPINS if executor == "host" else None
+        if streams_per_queue is None:  # several copy streams only pay off on the GPU (see CUDA_STREAMS)
+            streams_per_queue = CUDA_STREAMS if executor == "cuda" else 1
         self.executor = executor
         self.name = f"software-{executor}"
         self.geometry = Geometry(num_queues, slots, num_regions, CAPS)

@@ -308,8 +308,9 @@ class CudaExecutor final : public Executor {
     if (q.segment.empty()) return true;
     const uint32_t nstreams = static_cast<uint32_t>(q.streams.size());
     const bool fenced = q.segment.front().fence;
-    // A FENCE copy (always first in its segment) starts after everything before it.
-    const uint32_t base = fenced ? q.last : q.next;
+    // A FENCE copy (always first in its segment) starts after everything before it. A lone copy stays
+    // on the stream used last, so its completion needs no join: streams pay off only for segments.
+    const uint32_t base = fenced || q.segment.size() == 1 ? q.last : q.next;
     if (fenced && !join_all(qi, base)) return fail(qi, q.segment.front().first, q.segment.front().cookie);
     const size_t n = q.segment.size();
     const size_t per = (n + nstreams - 1) / nstreams;
