@@ -84,6 +84,8 @@ class Row:
     samples: int = 0
     timebase: str = ""
     copies_per_descriptor: float | None = None  # software: copies the engine started per descriptor (merging)
+    post_us: float | None = None  # software latency: median GPU time of post() (slot stores, fence, doorbell)
+    engine_issue_us: float | None = None  # software: the engine thread's time issuing one descriptor (its CUDA calls)
 
 
 @dataclass
@@ -161,19 +163,23 @@ class SoftwareRig:
 
     def latency(self, direction: str, nbytes: int, iterations: int, warmup: int = 20) -> Row:
         cp = self.cupy
-        ns, clk = cp.zeros(iterations, cp.uint64), cp.zeros(iterations, cp.int64)
+        ns, clk, post = cp.zeros(iterations, cp.uint64), cp.zeros(iterations, cp.int64), cp.zeros(iterations, cp.int64)
         span, result = cp.zeros(2, cp.uint64), cp.zeros(2, cp.uint64)
         src, dst = self._regions(direction)
+        before = self.engine.stats()
         s = launch(self.latency_fn, 1, 32, (self.queue.handle(), src, dst, np.uint32(nbytes), np.uint64(max(nbytes, 4096)),
-                                            np.uint64(SPAN), np.uint32(iterations), np.uint32(warmup), ns, clk, span,
-                                            result))
+                                            np.uint64(SPAN), np.uint32(iterations), np.uint32(warmup), ns, clk, post,
+                                            span, result))
         finish(s, 60, [self.queue])
         self._check(int(result.get()[0]), f"software latency {direction} {nbytes} B")
+        st = self.engine.stats().minus(before)
         sp = span.get()
         us = calibrated_us(clk.get(), int(sp[0]), int(sp[1]))
         p50, p10, p90 = summary(us)
+        post_us = float(np.median(calibrated_us(post.get(), int(sp[0]), int(sp[1]))))
         return Row("software", direction, nbytes, 1, p50, nbytes / p50 / 1e3, p10, p90, "contiguous", self.streams,
-                   iterations, "clock64 calibrated to globaltimer")
+                   iterations, "clock64 calibrated to globaltimer", post_us=post_us,
+                   engine_issue_us=st.ns_per_descriptor / 1e3)
 
     def throughput(self, direction: str, nbytes: int, inflight: int, layout: str, total_bytes: int,
                    repeats: int) -> Row:
@@ -195,13 +201,13 @@ class SoftwareRig:
             self._check(int(r[0]), f"software throughput {direction} {nbytes} B x{inflight} {layout}")
             st = self.engine.stats().minus(before)
             if rep:
-                runs.append((int(r[2]), st.copies / max(1, st.issued)))
+                runs.append((int(r[2]), st.copies / max(1, st.issued), st.ns_per_descriptor / 1e3))
         runs.sort()
-        elapsed_ns, copies = runs[len(runs) // 2]
+        elapsed_ns, copies, issue_us = runs[len(runs) // 2]
         gbps = count * nbytes / elapsed_ns
         return Row("software", direction, nbytes, inflight, elapsed_ns / count * inflight / 1e3, gbps, layout=layout,
                    engine_streams=self.streams, samples=repeats, timebase="globaltimer over the stream",
-                   copies_per_descriptor=copies)
+                   copies_per_descriptor=copies, engine_issue_us=issue_us)
 
 
 def round_row(path: str, direction: str, nbytes: int, inflight: int, s: native_paths.Samples) -> Row:

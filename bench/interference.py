@@ -6,27 +6,33 @@ so T_comm is close to T_compute), then both at once on two streams (T_concurrent
 100 when the two overlap perfectly, 0 when running them together saves nothing. Times are CUDA events,
 medians of `repeats`.
 
-Kinds: "engine <dir>": one GPU thread streams 1 MiB descriptors through device.cuh into the software
-engine (copy engines for D2H/H2D; same-GPU D2D runs on SMs in this CUDA version); "sm-copy <dir>": a
-copy kernel of `sm_copy_ctas` CTAs moving the same bytes (through mapped host memory for D2H/H2D);
-"... P2P" (two GPUs only): GPU 0 to GPU 1 memory.
+Kinds: "engine <dir>": one GPU thread posts every descriptor (8 MiB or more each) through device.cuh into
+the software engine and exits; the stream then waits for the completion word with cuStreamWaitValue64, so
+no SM spins while the copy engines work (same-GPU D2D copies run on SMs in this CUDA version);
+"engine-spin <dir>": the same bytes with the posting CTA staying resident, keeping 64 descriptors in
+flight and spinning on the completion word (what a loop kernel's communicating CTA does); "sm-copy
+<dir>": a copy kernel of `sm_copy_ctas` CTAs moving the same bytes (through mapped host memory for
+D2H/H2D); "... P2P" (two GPUs only): GPU 0 to GPU 1 memory.
 """
 
 from __future__ import annotations
 
 import statistics
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from bench import native_paths
 from bench.dma import KERNELS, SLOTS
 from driver.abi import Perm
+from driver.errors import EngineTimeout
 from driver.gpu.layout import DeviceCode
 
 KiB, MiB = 1024, 1 << 20
-CHUNK = MiB  # bytes per engine descriptor
 SPAN = 256 * MiB  # transfers rotate over this many bytes
+MIN_CHUNK = 8 * MiB  # bytes per engine descriptor, at least
 
 
 @dataclass(frozen=True)
@@ -43,7 +49,7 @@ class InterferenceConfig:
 @dataclass(frozen=True)
 class KindResult:
     kind: str
-    path: str  # "engine" or "sm-copy"
+    path: str  # "engine", "engine-spin" or "sm-copy"
     direction: str
     bytes: int
     t_compute_ms: float
@@ -151,45 +157,72 @@ class Transfers:
             self.regions["peer"] = register_array(self.device, self.peer)
             self.ptrs["peer"] = self.peer.data.ptr
         self.queue = GpuQueue(self.device, 0, budget_s=config.budget_s)
+        self.completion_ptr = int(self.queue.handle()["completion"][0])
+        self.ticket = self.queue.start
         module = compile.load(KERNELS)
         self.throughput_fn = module.get_function("throughput")
+        self.post_all_fn = module.get_function("post_all")
         self.sm_copy_fn = module.get_function("sm_copy")
         self.result = cupy.zeros(5, cupy.uint64)
 
     def kinds(self) -> list[tuple[str, str, str]]:
         """(kind, path, direction) for every transfer this machine can run."""
         dirs = list(self.config.directions) + (["P2P"] if self.peer is not None else [])
-        return [(f"{path} {d}", path, d) for path in ("engine", "sm-copy") for d in dirs]
+        return [(f"{path} {d}", path, d) for path in ("engine", "engine-spin", "sm-copy") for d in dirs]
 
     @staticmethod
     def places(direction: str) -> tuple[str, str]:
         return {"D2H": ("device", "host"), "H2D": ("host", "device"), "D2D": ("device", "device2"),
                 "P2P": ("device", "peer")}[direction]
 
+    @staticmethod
+    def chunk(nbytes: int) -> int:
+        """Descriptor size: every descriptor of a transfer fits the window at once."""
+        c = MIN_CHUNK
+        while c * SLOTS < nbytes and c < SPAN // 2:
+            c *= 2
+        return c
+
+    def bytes_for(self, path: str, nbytes: int) -> int:
+        """The bytes enqueue() really moves for a request of `nbytes`."""
+        if path == "sm-copy":
+            return max(1, nbytes // SPAN) * SPAN
+        c = self.chunk(nbytes)
+        return max(1, min(SLOTS, nbytes // c)) * c
+
     def enqueue(self, path: str, direction: str, nbytes: int, stream) -> None:
         src, dst = self.places(direction)
-        with stream:
-            if path == "engine":
-                count = nbytes // CHUNK
-                self.throughput_fn((1,), (32,), (self.queue.handle(), np.uint16(self.regions[src].id),
-                                                 np.uint16(self.regions[dst].id), np.uint32(CHUNK), np.uint64(CHUNK),
-                                                 np.uint64(SPAN), np.uint32(count), np.uint32(64), np.uint32(16),
-                                                 self.result))
-            else:
-                rounds = max(1, nbytes // SPAN)
+        if path == "sm-copy":
+            with stream:
                 self.sm_copy_fn((self.config.sm_copy_ctas,), (256,),
                                 (np.uint64(self.ptrs[src]), np.uint64(self.ptrs[dst]), np.uint64(SPAN // 16),
-                                 np.uint32(rounds)))
+                                 np.uint32(max(1, nbytes // SPAN))))
+            return
+        chunk = self.chunk(nbytes)
+        count = max(1, min(SLOTS, nbytes // chunk))
+        regions = (self.queue.handle(), np.uint16(self.regions[src].id), np.uint16(self.regions[dst].id),
+                   np.uint32(chunk))
+        with stream:
+            if path == "engine":
+                self.post_all_fn((1,), (32,), (*regions, np.uint64(SPAN), np.uint32(count), self.result))
+            else:
+                self.throughput_fn((1,), (32,), (*regions, np.uint64(chunk), np.uint64(SPAN), np.uint32(count),
+                                                 np.uint32(64), np.uint32(16), self.result))
+        self.ticket += count
+        if path == "engine":
+            native_paths.stream_wait_geq(stream.ptr, self.completion_ptr, self.ticket)
 
     def check(self, path: str) -> None:
-        if path == "engine":
+        if path != "sm-copy":
             code = int(self.result.get()[0])
             if DeviceCode(code) != DeviceCode.OK:
                 raise RuntimeError(f"engine transfer failed: {self.queue.status().describe()}")
 
-    def bytes_for(self, path: str, nbytes: int) -> int:
-        """The bytes enqueue() really moves for a request of `nbytes`."""
-        return nbytes // CHUNK * CHUNK if path == "engine" else max(1, nbytes // SPAN) * SPAN
+    def release(self) -> None:
+        """Let a stream stuck waiting for the completion word go (the engine failed): write the ticket there."""
+        value = np.array([self.ticket], np.uint64)
+        self.cupy.cuda.runtime.memcpy(self.completion_ptr, value.ctypes.data, 8,
+                                      self.cupy.cuda.runtime.memcpyHostToDevice)
 
     def close(self) -> None:
         self.queue.close()
@@ -221,28 +254,35 @@ def run(config: InterferenceConfig, progress=None) -> InterferenceResult:
             enqueue_b(b)
         ea.record(a)
         eb.record(b)
-        ea.synchronize()
-        eb.synchronize()
+        deadline = time.monotonic() + 60
+        while not (ea.done and eb.done):
+            if time.monotonic() > deadline:
+                tx.release()
+                raise EngineTimeout(f"transfers did not finish within 60 s: {tx.queue.status().describe()}; "
+                                    f"engine note: {tx.engine.note() or 'none'}")
+            time.sleep(1e-4)
         return _elapsed_ms(e0, ea), _elapsed_ms(e0, eb)
 
     try:
         tick("matmul alone")
         timed(mm.enqueue)  # warm-up (cuBLAS handles, clocks)
-        t_compute = statistics.median(timed(mm.enqueue)[0] for _ in range(config.repeats))
-        result = InterferenceResult(props["name"].decode(), asdict(config), mm.name, mm.flops() / t_compute / 1e9)
+        t_alone = statistics.median(timed(mm.enqueue)[0] for _ in range(config.repeats))
+        result = InterferenceResult(props["name"].decode(), asdict(config), mm.name, mm.flops() / t_alone / 1e9)
         for kind, path, direction in tx.kinds():
             tick(kind)
             # Size the transfer so that alone it takes about as long as the matmul loop.
             probe = tx.bytes_for(path, 512 * MiB)
             t_probe = timed(enqueue_b=lambda s: tx.enqueue(path, direction, probe, s))[1]
             tx.check(path)
-            nbytes = tx.bytes_for(path, max(CHUNK, int(probe * t_compute / t_probe)))
-            comm, conc = [], []
-            for _ in range(config.repeats):
+            nbytes = tx.bytes_for(path, int(probe * t_alone / t_probe))
+            compute, comm, conc = [], [], []
+            for _ in range(config.repeats):  # interleaved, so clock drift under load hits all three alike
+                compute.append(timed(mm.enqueue)[0])
                 comm.append(timed(enqueue_b=lambda s: tx.enqueue(path, direction, nbytes, s))[1])
                 tx.check(path)
                 conc.append(timed(mm.enqueue, lambda s: tx.enqueue(path, direction, nbytes, s)))
                 tx.check(path)
+            t_compute = statistics.median(compute)
             t_comm = statistics.median(comm)
             mm_conc = statistics.median(c[0] for c in conc)
             comm_conc = statistics.median(c[1] for c in conc)

@@ -58,6 +58,7 @@ def library(arch: str = "sm_90") -> ctypes.CDLL:
     dll.arkdma_paths_error.restype = ctypes.c_char_p
     dll.arkdma_paths_timer_resolution.argtypes = [u64p]
     dll.arkdma_paths_baseline.argtypes = [ctypes.c_int, ctypes.c_ulonglong, ctypes.c_int, ctypes.c_int, u64p]
+    dll.arkdma_paths_stream_wait_geq64.argtypes = [ctypes.c_ulonglong, ctypes.c_ulonglong, ctypes.c_ulonglong]
     for name in ("arkdma_paths_prearmed", "arkdma_paths_devgraph"):
         getattr(dll, name).argtypes = [ctypes.c_int, ctypes.c_ulonglong, ctypes.c_int, ctypes.c_int, ctypes.c_double,
                                        u64p, i64p]
@@ -115,3 +116,8 @@ def prearmed(direction: str, nbytes: int, inflight: int, iterations: int, budget
 def devgraph(direction: str, nbytes: int, inflight: int, iterations: int, budget_s: float = 1.0) -> Samples:
     """A GPU thread launches a device graph of `inflight` copies plus a completion token, and waits for it."""
     return _timed("arkdma_paths_devgraph", "device graph", direction, nbytes, inflight, iterations, budget_s)
+
+
+def stream_wait_geq(stream_ptr: int, addr: int, value: int) -> None:
+    """Make a CUDA stream wait (cuStreamWaitValue64, GEQ) until the 64-bit word at `addr` reaches `value`."""
+    _check(library().arkdma_paths_stream_wait_geq64(stream_ptr, addr, value), "stream wait")

@@ -6,6 +6,7 @@ The benchmarks live in bench/ and are imported only when a command runs (they ne
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -54,6 +55,11 @@ def _need_gpu() -> None:
         raise EngineUnavailable(f"engine software-cuda cannot run here: {reason}")
 
 
+def _console() -> Console:
+    # Logs (not a terminal) get wide tables instead of rich's 80-column default.
+    return Console() if sys.stdout.isatty() else Console(width=180)
+
+
 def _progress(console: Console) -> Progress:
     return Progress(TextColumn("{task.description:<58}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=console, transient=True)
@@ -93,6 +99,15 @@ def dma_tables(result) -> list[Table]:
         ratio = ratios.get((d, b))
         lat.add_row(d, _size(b), *cells, f"{ratio:.1f}x" if ratio else "-")
 
+    parts = Table(title="software path, one way: where the time goes (us, medians)")
+    for col in ("direction", "bytes", "total", "GPU post()", "engine thread issuing", "the rest"):
+        parts.add_column(col, justify="right")
+    for r in sorted((r for r in result.rows if r.path == "software" and r.inflight == 1 and r.post_us is not None),
+                    key=lambda r: (r.direction, r.bytes, r.engine_streams or 0)):
+        rest = r.latency_us - r.post_us - (r.engine_issue_us or 0)
+        parts.add_row(r.direction, _size(r.bytes), f"{r.latency_us:.2f}", f"{r.post_us:.2f}",
+                      f"{r.engine_issue_us:.2f}" if r.engine_issue_us is not None else "-", f"{rest:.2f}")
+
     thr = Table(title="throughput, GB/s (software: best engine configuration and layout)")
     for col in ("direction", "bytes", "in flight", *paths, "winner"):
         thr.add_column(col, justify="right")
@@ -107,11 +122,11 @@ def dma_tables(result) -> list[Table]:
     for t in targets(result):
         tgt.add_row(t["target"], t["goal"], f"{t['measured']:.2f}", "yes" if t["met"] else "[red]no[/red]", t["layout"],
                     str(t["engine_streams"]), f"{t['scattered']:.2f}" if t["scattered"] is not None else "-")
-    return [lat, thr, tgt]
+    return [lat, parts, thr, tgt]
 
 
 def run_dma(args, console: Console | None = None) -> int:
-    console = console or Console()
+    console = console or _console()
     config = dma_config(args)
     _need_gpu()
     from bench import dma
@@ -152,7 +167,7 @@ def interference_table(result) -> Table:
 
 
 def run_interference(args, console: Console | None = None) -> int:
-    console = console or Console()
+    console = console or _console()
     if args.engine_streams < 1:
         raise ArkdmaError(f"--engine-streams must be at least 1, not {args.engine_streams}")
     _need_gpu()

@@ -2,12 +2,13 @@
 #include "arkdma/device.cuh"
 
 // `iterations` round trips of one descriptor each (post, then wait for its ticket); the first `warmup`
-// are not recorded. ns[i], clk[i]: the round trip in globaltimer ns and clock64 cycles; span[0..1]: the
-// recorded loop in both, to calibrate one against the other. result: {code, last ticket}.
+// are not recorded. ns[i], clk[i]: the round trip in globaltimer ns and clock64 cycles; post_clk[i]: the
+// post() alone (slot stores, fence, doorbell); span[0..1]: the recorded loop in both units, to calibrate
+// one against the other. result: {code, last ticket}.
 extern "C" __global__ void latency(arkdma_queue q, uint16_t src_region, uint16_t dst_region, uint32_t bytes,
                                    uint64_t stride, uint64_t span_bytes, uint32_t iterations, uint32_t warmup,
-                                   unsigned long long* ns, long long* clk, unsigned long long* span,
-                                   unsigned long long* result) {
+                                   unsigned long long* ns, long long* clk, long long* post_clk,
+                                   unsigned long long* span, unsigned long long* result) {
   if (threadIdx.x != 0) return;
   uint32_t rc = ARKDMA_DEV_OK;
   uint64_t ticket = 0, span_ns0 = 0;
@@ -22,12 +23,14 @@ extern "C" __global__ void latency(arkdma_queue q, uint16_t src_region, uint16_t
     const uint64_t t0 = arkdma::now_ns();
     const long long c0 = clock64();
     rc = arkdma::post(q, d, &ticket);
+    const long long cp = clock64();
     if (rc == ARKDMA_DEV_OK) rc = arkdma::wait(q, ticket);
     const long long c1 = clock64();
     const uint64_t t1 = arkdma::now_ns();
     if (i >= warmup) {
       ns[i - warmup] = t1 - t0;
       clk[i - warmup] = c1 - c0;
+      post_clk[i - warmup] = cp - c0;
     }
   }
   span[0] = arkdma::now_ns() - span_ns0;
@@ -70,6 +73,28 @@ extern "C" __global__ void throughput(arkdma_queue q, uint16_t src_region, uint1
   result[2] = arkdma::now_ns() - t0;
   result[3] = clock64() - c0;
   result[4] = next;
+}
+
+// Posts `count` descriptors of `bytes` (contiguous, rotating over span_bytes) in one batch per window
+// and returns without waiting for the last: the caller waits for `result[1]` (the ticket) elsewhere,
+// e.g. on a stream with cuStreamWaitValue64, so no SM spins. result: {code, last ticket}.
+extern "C" __global__ void post_all(arkdma_queue q, uint16_t src_region, uint16_t dst_region, uint32_t bytes,
+                                    uint64_t span_bytes, uint32_t count, unsigned long long* result) {
+  if (threadIdx.x != 0) return;
+  arkdma_descriptor d[64];
+  uint32_t rc = ARKDMA_DEV_OK, next = 0;
+  uint64_t ticket = q.producer->posted;
+  while (next < count && rc == ARKDMA_DEV_OK) {
+    const uint32_t n = min(64u, count - next);
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint64_t off = ((next + i) * static_cast<uint64_t>(bytes)) % span_bytes;
+      d[i] = arkdma::copy(src_region, off, dst_region, off, bytes, next + i == count - 1 ? ARKDMA_FLAG_NOTIFY : 0);
+    }
+    rc = arkdma::post_batch(q, d, n, &ticket);
+    next += n;
+  }
+  result[0] = rc;
+  result[1] = ticket;
 }
 
 // The SM copy the interference benchmark compares with: every thread moves 16-byte words, grid-stride,

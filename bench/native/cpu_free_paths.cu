@@ -94,6 +94,7 @@ struct DeviceArray {
 // --- pre-armed stream chain ------------------------------------------------------------------
 
 using StreamWaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+using StreamWaitValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
 using StreamWriteValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
 bool driver_entry(const char* name, void** fn) {
@@ -358,6 +359,23 @@ int arkdma_paths_prearmed(int direction, unsigned long long bytes, int inflight,
 int arkdma_paths_devgraph(int direction, unsigned long long bytes, int inflight, int iterations, double budget_s,
                           unsigned long long* ns_out, long long* clk_out) {
   return devgraph(direction, bytes, inflight, iterations, budget_s, ns_out, clk_out) ? 0 : -1;
+}
+
+// Enqueues on `stream` a wait until the 64-bit word at `addr` reaches `value` (cuStreamWaitValue64, GEQ):
+// work after it on the stream waits on the copy engines' front end, not on an SM.
+int arkdma_paths_stream_wait_geq64(unsigned long long stream, unsigned long long addr, unsigned long long value) {
+  static StreamWaitValue64 wait64 = nullptr;
+  if (wait64 == nullptr) {
+    void* fn = nullptr;
+    if (!driver_entry("cuStreamWaitValue64", &fn)) return -1;
+    wait64 = reinterpret_cast<StreamWaitValue64>(fn);
+  }
+  const CUresult rc = wait64(reinterpret_cast<CUstream>(stream), addr, value, CU_STREAM_WAIT_VALUE_GEQ);
+  if (rc != CUDA_SUCCESS) {
+    g_error = "cuStreamWaitValue64 refused (CUresult " + std::to_string(static_cast<int>(rc)) + ")";
+    return -1;
+  }
+  return 0;
 }
 
 }  // extern "C"

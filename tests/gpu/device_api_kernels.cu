@@ -71,11 +71,10 @@ extern "C" __global__ void post_then_poll(arkdma_queue q, arkdma_descriptor d, u
   uint32_t rc = arkdma::post(q, d, &ticket);
   uint64_t looks = 0;
   const uint64_t t0 = arkdma::now_ns();
-  while (rc == ARKDMA_DEV_OK) {
+  while (rc == ARKDMA_DEV_OK || rc == ARKDMA_DEV_PENDING) {
     ++looks;
     rc = arkdma::poll(q, ticket);
-    if (rc != ARKDMA_DEV_PENDING) break;
-    if (arkdma::now_ns() - t0 > q.budget_ns) break;
+    if (rc != ARKDMA_DEV_PENDING || arkdma::now_ns() - t0 > q.budget_ns) break;
   }
   out[0] = rc;
   out[1] = looks;
