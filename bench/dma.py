@@ -239,7 +239,7 @@ def run(config: DmaConfig, progress=None) -> DmaResult:
                     else:
                         result.rows.append(rig.throughput(direction, nbytes, inflight, layout, config.stream_bytes,
                                                           config.repeats))
-                except (ArkdmaError, RuntimeError) as exc:
+                except (ArkdmaError, RuntimeError, ValueError) as exc:
                     result.notes.append(f"software ({streams} streams) {direction} {nbytes} B x{inflight} {layout} "
                                         f"failed: {exc}")
         finally:
@@ -255,10 +255,10 @@ def run(config: DmaConfig, progress=None) -> DmaResult:
                     iterations = config.latency_iterations if inflight == 1 else config.round_iterations
                     try:
                         samples = runners[path](direction, nbytes, inflight, iterations)
-                    except native_paths.PathError as exc:
-                        result.notes.append(f"{path} {direction} {nbytes} B x{inflight} failed: {exc}")
-                        continue
-                    result.rows.append(round_row(path, direction, nbytes, inflight, samples))
+                        result.rows.append(round_row(path, direction, nbytes, inflight, samples))
+                    except (native_paths.PathError, ValueError) as exc:
+                        result.notes.append(f"{path} {direction} {nbytes} B x{inflight} ({iterations} rounds) "
+                                            f"failed: {exc}")
     return result
 
 
