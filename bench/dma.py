@@ -244,22 +244,54 @@ def run(config: DmaConfig, progress=None) -> DmaResult:
                                         f"failed: {exc}")
         finally:
             rig.close()
-    runners = {"baseline": lambda d, b, n, it: native_paths.baseline(d, b, n, it),
-               "prearmed": lambda d, b, n, it: native_paths.prearmed(d, b, n, it, config.budget_s),
-               "devgraph": lambda d, b, n, it: native_paths.devgraph(d, b, n, it, config.budget_s)}
+    runners = {"baseline": native_paths.baseline, "prearmed": native_paths.prearmed, "devgraph": native_paths.devgraph}
     for path in (p for p in config.paths if p in runners):
+        worker = Worker() if path == "devgraph" else None
         for direction in config.directions:
             for nbytes in config.sizes:
                 for inflight in config.inflights:
                     tick(f"{path} {direction} {nbytes} B x{inflight}")
                     iterations = config.latency_iterations if inflight == 1 else config.round_iterations
+                    args = (direction, nbytes, inflight, iterations) + (() if path == "baseline" else (config.budget_s,))
                     try:
-                        samples = runners[path](direction, nbytes, inflight, iterations)
+                        samples = worker.call(runners[path], *args) if worker else runners[path](*args)
                         result.rows.append(round_row(path, direction, nbytes, inflight, samples))
-                    except (native_paths.PathError, ValueError) as exc:
+                    except Exception as exc:  # noqa: BLE001 - one failing point must not lose the others
                         result.notes.append(f"{path} {direction} {nbytes} B x{inflight} ({iterations} rounds) "
-                                            f"failed: {exc}")
+                                            f"failed: {type(exc).__name__}: {exc}")
+            if worker:
+                worker.close()  # a fresh CUDA context per direction
     return result
+
+
+class Worker:
+    """Runs calls in a spawned process with its own CUDA context, replaced after any failure.
+
+    The device-graph path runs this way: on an H100 (CUDA 13.0, driver 580), one context that had built
+    and destroyed a few dozen pools of device-launchable graphs began to refuse device-side launches
+    (cudaErrorInvalidValue) and then faulted, taking every later measurement of the process with it.
+    """
+
+    def __init__(self, timeout: float = 300.0):
+        self.timeout = timeout
+        self._pool = None
+
+    def call(self, fn, *args):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        try:
+            return self._pool.submit(fn, *args).result(timeout=self.timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
 
 def winners(result: DmaResult) -> list[dict]:

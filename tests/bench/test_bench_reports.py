@@ -89,3 +89,16 @@ def test_config_points_count_every_measurement():
     c = dma.DmaConfig()
     assert c.points() == len(c.software_points()) + 3 * 4 * 3 * 4
     assert sum(1 for p in c.software_points() if p[3] == 1) == 2 * 3 * 4  # one latency per engine configuration
+
+
+def test_worker_runs_calls_in_another_process_and_survives_a_failure():
+    import os
+
+    w = dma.Worker(timeout=60)
+    try:
+        assert w.call(os.getpid) != os.getpid()
+        with pytest.raises(ZeroDivisionError):
+            w.call(divmod, 1, 0)
+        assert w.call(divmod, 7, 2) == (3, 1)  # a fresh worker after the failure
+    finally:
+        w.close()
