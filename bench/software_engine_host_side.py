@@ -280,31 +280,65 @@ def print_latency(r: Latency) -> None:
           f"{r.call_ns_per_descriptor}", flush=True)
 
 
-def plot(points: list[Point], path: Path, device: str) -> None:
+def plot(points: list[Point], path: Path, device: str, ceilings: dict | None = None) -> None:
+    """GB/s against descriptors in flight: colour = size, solid = contiguous (merged), dashed = scattered,
+    marker = engine config; the copy engines' ceiling as a grey line."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    sizes = sorted({p.bytes for p in points})
+    configs = sorted({(p.streams, p.batch) for p in points}, key=lambda c: (not c[1], c[0]))
+    colours = dict(zip(sizes, ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")))
+    markers = dict(zip(configs, "os^vDx"))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5), sharey=True)
     for ax, direction in zip(axes, DIRECTIONS):
-        for layout in ("contiguous", "scattered"):
-            for streams, batch in sorted({(p.streams, p.batch) for p in points}):
-                pts = [p for p in points if (p.direction, p.layout, p.streams, p.batch) == (direction, layout, streams, batch)]
-                for size in sorted({p.bytes for p in pts}):
-                    row = sorted((p for p in pts if p.bytes == size), key=lambda p: p.inflight)
+        if ceilings and ceilings.get(direction):
+            ax.axhline(ceilings[direction], color="grey", lw=1, label=f"copy-engine ceiling {ceilings[direction]:.1f}")
+        for size in sizes:
+            for layout, style in (("contiguous", "-"), ("scattered", "--")):
+                for cfg in configs:
+                    row = sorted((p for p in points if (p.direction, p.bytes, p.layout, (p.streams, p.batch))
+                                  == (direction, size, layout, cfg)), key=lambda p: p.inflight)
                     if row:
-                        ax.plot([p.inflight for p in row], [p.gbps for p in row], "o-" if layout == "contiguous" else "s--",
-                                label=f"{size // KiB} KiB {layout}, {streams}s{'' if batch else ' nobatch'}")
+                        name = f"{size // KiB} KiB {layout}, {cfg[0]} stream{'s' if cfg[0] > 1 else ''}{'' if cfg[1] else ', no batch'}"
+                        ax.plot([p.inflight for p in row], [p.gbps for p in row], style, marker=markers[cfg],
+                                color=colours[size], label=name, alpha=0.85)
         ax.set(xscale="log", xlabel="descriptors in flight", title=direction)
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].set_ylabel("GB/s")
-    axes[1].legend(fontsize=6, ncol=2)
-    fig.suptitle(f"software engine, CPU producer ({device})")
+    axes[0].set_ylabel("GB/s (median)")
+    axes[1].legend(fontsize=6, ncol=2, loc="lower right")
+    fig.suptitle(f"software engine, CUDA executor, CPU producer ({device})")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def summarize(path: Path, streams: int, batch: bool = True) -> str:
+    """A markdown table of one engine config from a results JSON: GB/s median [min-max] per in-flight count."""
+    data = json.loads(path.read_text())
+    rows = [r for r in data["rows"] if (r["streams"], r["batch"]) == (streams, batch)]
+    inflights = sorted({r["inflight"] for r in rows})
+    lines = [f"{data['device']}, {streams} stream(s), {'batch' if batch else 'one call per copy'}: GB/s, median [min-max]",
+             "", "| direction | bytes | layout | " + " | ".join(f"{n} in flight" for n in inflights) + " |",
+             "|---" * (3 + len(inflights)) + "|"]
+    for key in sorted({(r["direction"], r["bytes"], r["layout"]) for r in rows}):
+        cells = {r["inflight"]: r for r in rows if (r["direction"], r["bytes"], r["layout"]) == key}
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(
+            f"{cells[n]['gbps']:.1f} [{cells[n]['gbps_min']:.1f}-{cells[n]['gbps_max']:.1f}]" if n in cells else ""
+            for n in inflights) + " |")
+    lines.append("")
+    for lat in data["latency"]:
+        if lat["streams"] == streams:
+            lines.append(f"- one at a time, {lat['direction']} {lat['bytes']} B: doorbell to completion seen by the CPU "
+                         f"{lat['median_us']:.1f} us [p10 {lat['p10_us']:.1f}, p90 {lat['p90_us']:.1f}]; engine issue "
+                         f"{lat['host_ns_per_descriptor'] / 1e3:.2f} us/descriptor")
+    if data.get("ceiling_gbps"):
+        lines.append("- copy-engine ceiling (256 MiB, CUDA events): " +
+                     ", ".join(f"{d} {g:.1f} GB/s" for d, g in data["ceiling_gbps"].items()))
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -320,7 +354,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="D2H, H2D or both (default)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--plot", type=Path)
+    ap.add_argument("--summarize", type=Path, help="print a markdown table from a results JSON and exit")
+    ap.add_argument("--streams", type=int, default=4, help="with --summarize: the config to show (streams; batch calls)")
     args = ap.parse_args(argv)
+    if args.summarize:
+        print(summarize(args.summarize, args.streams))
+        return 0
     from host import native
 
     device = native.cuda_probe().name if args.executor == "cuda" else "host memcpy"
@@ -338,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(result, indent=1))
     if args.plot:
         try:
-            plot(points, args.plot, device)
+            plot(points, args.plot, device, ceilings)
         except ImportError as exc:
             print(f"no plot: {exc}", file=sys.stderr)
     return 0

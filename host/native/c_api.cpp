@@ -224,7 +224,7 @@ ARKDMA_API int arkdma_sw_mem_free(Engine* e, uint64_t host, uint64_t bus, int pl
 // Synchronous copies between GPU memory and the caller (host memory is read through its pointer).
 ARKDMA_API int arkdma_sw_mem_read(Engine* e, uint64_t bus, void* dst, uint64_t n) {
   auto& ex = e->executor();
-  if (!ex.bind_thread() || !ex.read(bus, dst, n, arkdma::Placement::DEVICE)) {
+  if (!ex.bind_thread() || !ex.read_device(bus, dst, n)) {
     return fail(arkdma::DRIVER_FAILURE, e->take_note());
   }
   return arkdma::OK;
@@ -232,7 +232,7 @@ ARKDMA_API int arkdma_sw_mem_read(Engine* e, uint64_t bus, void* dst, uint64_t n
 
 ARKDMA_API int arkdma_sw_mem_write(Engine* e, uint64_t bus, const void* src, uint64_t n) {
   auto& ex = e->executor();
-  if (!ex.bind_thread() || !ex.write(bus, src, n, arkdma::Placement::DEVICE)) {
+  if (!ex.bind_thread() || !ex.write_device(bus, src, n)) {
     return fail(arkdma::DRIVER_FAILURE, e->take_note());
   }
   return arkdma::OK;

@@ -1,7 +1,7 @@
 // The few CUDA driver API types and functions the CUDA executor uses, loaded from libcuda.so.1
 // at run time, so the engine builds with only a C++ compiler (no CUDA toolkit).
-// Names and values follow cuda.h (CUDA 13); tests/host/test_cuda_declarations.py checks them
-// against the real header where one is installed.
+// Names and values follow cuda.h (CUDA 13); tests/host/test_cuda_declarations.py compares every
+// declaration and value with the real header where a CUDA toolkit is installed.
 #pragma once
 
 #include <cstddef>
@@ -10,29 +10,27 @@
 
 namespace arkdma::cuda {
 
-using CUresult = int;
+#if defined(ARKDMA_CHECK_AGAINST_CUDA_H)
+// The test's translation unit includes cuda.h first: the table then uses its types, so every
+// function pointer type can be compared with the real declaration exactly.
+using CUresult = ::CUresult;
+using CUdevice = ::CUdevice;
+using CUdeviceptr = ::CUdeviceptr;
+using CUcontext = ::CUcontext;
+using CUstream = ::CUstream;
+using CUevent = ::CUevent;
+using CUdevice_attribute = ::CUdevice_attribute;
+using CUpointer_attribute = ::CUpointer_attribute;
+using CUmemcpyAttributes = ::CUmemcpyAttributes;
+#else
+using CUresult = int;  // cuda.h: an enum whose values fit an int
 using CUdevice = int;
 using CUdeviceptr = unsigned long long;
 using CUcontext = struct CUctx_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
-
-constexpr CUresult CUDA_SUCCESS = 0;
-constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
-constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
-constexpr CUresult CUDA_ERROR_NOT_READY = 600;
-
-constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 0x01;
-constexpr unsigned CU_MEMHOSTALLOC_DEVICEMAP = 0x02;
-constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
-constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
-constexpr unsigned CU_STREAM_WRITE_VALUE_DEFAULT = 0x0;
-constexpr int CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS = 122;
-constexpr int CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2;
-constexpr int CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
-constexpr unsigned CU_MEMORYTYPE_HOST = 0x01;
-constexpr unsigned CU_MEMORYTYPE_DEVICE = 0x02;
-constexpr int CU_MEMCPY_SRC_ACCESS_ORDER_STREAM = 0x1;
+using CUdevice_attribute = int;
+using CUpointer_attribute = int;
 
 struct CUmemLocation {
   int type;
@@ -45,17 +43,29 @@ struct CUmemcpyAttributes {
   CUmemLocation dstLocHint;
   unsigned int flags;
 };
+#endif
+
+constexpr int CUDA_SUCCESS = 0;
+constexpr int CUDA_ERROR_NOT_READY = 600;
+
+constexpr unsigned MEMHOSTALLOC_PORTABLE = 0x01;  // CU_MEMHOSTALLOC_PORTABLE (a macro in cuda.h)
+constexpr unsigned MEMHOSTALLOC_DEVICEMAP = 0x02;  // CU_MEMHOSTALLOC_DEVICEMAP
+constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
+constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
+constexpr unsigned CU_STREAM_WRITE_VALUE_DEFAULT = 0x0;
+constexpr int CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS = 122;
+constexpr int CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2;
+constexpr int CU_MEMCPY_SRC_ACCESS_ORDER_STREAM = 0x1;
 
 // One member per driver entry point; `symbol` is the exported name (the _v2 names cuda.h maps to).
 #define ARKDMA_CUDA_FUNCTIONS(X)                                                                    \
   X(cuInit, "cuInit", CUresult (*)(unsigned))                                                       \
-  X(cuDriverGetVersion, "cuDriverGetVersion", CUresult (*)(int*))                                   \
   X(cuGetErrorName, "cuGetErrorName", CUresult (*)(CUresult, const char**))                         \
   X(cuDeviceGetCount, "cuDeviceGetCount", CUresult (*)(int*))                                       \
   X(cuDeviceGet, "cuDeviceGet", CUresult (*)(CUdevice*, int))                                       \
   X(cuDeviceGetName, "cuDeviceGetName", CUresult (*)(char*, int, CUdevice))                         \
   X(cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", CUresult (*)(char*, int, CUdevice))                 \
-  X(cuDeviceGetAttribute, "cuDeviceGetAttribute", CUresult (*)(int*, int, CUdevice))                \
+  X(cuDeviceGetAttribute, "cuDeviceGetAttribute", CUresult (*)(int*, CUdevice_attribute, CUdevice)) \
   X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult (*)(CUcontext*, CUdevice))       \
   X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult (*)(CUdevice))              \
   X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult (*)(CUcontext))                                    \
@@ -65,13 +75,12 @@ struct CUmemcpyAttributes {
   X(cuMemFreeHost, "cuMemFreeHost", CUresult (*)(void*))                                            \
   X(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2",                                      \
     CUresult (*)(CUdeviceptr*, void*, unsigned))                                                    \
-  X(cuPointerGetAttribute, "cuPointerGetAttribute", CUresult (*)(void*, int, CUdeviceptr))          \
+  X(cuPointerGetAttribute, "cuPointerGetAttribute", CUresult (*)(void*, CUpointer_attribute, CUdeviceptr)) \
   X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", CUresult (*)(CUdeviceptr, const void*, size_t))                \
   X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", CUresult (*)(void*, CUdeviceptr, size_t))                      \
   X(cuMemcpyAsync, "cuMemcpyAsync", CUresult (*)(CUdeviceptr, CUdeviceptr, size_t, CUstream))       \
   X(cuStreamCreate, "cuStreamCreate", CUresult (*)(CUstream*, unsigned))                            \
   X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult (*)(CUstream))                                  \
-  X(cuStreamQuery, "cuStreamQuery", CUresult (*)(CUstream))                                         \
   X(cuStreamWriteValue64, "cuStreamWriteValue64_v2",                                                \
     CUresult (*)(CUstream, CUdeviceptr, uint64_t, unsigned))                                        \
   X(cuStreamWaitEvent, "cuStreamWaitEvent", CUresult (*)(CUstream, CUevent, unsigned))              \

@@ -44,8 +44,6 @@ class CudaExecutor final : public Executor {
     cu_->cuDevicePrimaryCtxRelease(device_);
   }
 
-  const char* name() const override { return "cuda"; }
-
   bool bind_thread() override { return ok(cu_->cuCtxSetCurrent(context_), "cuCtxSetCurrent"); }
 
   bool alloc(size_t bytes, Placement where, PinnedMemory& out) override {
@@ -58,7 +56,7 @@ class CudaExecutor final : public Executor {
       return true;
     }
     void* h = nullptr;
-    if (!ok(cu_->cuMemHostAlloc(&h, bytes ? bytes : 1, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+    if (!ok(cu_->cuMemHostAlloc(&h, bytes ? bytes : 1, MEMHOSTALLOC_PORTABLE | MEMHOSTALLOC_DEVICEMAP),
             "cuMemHostAlloc")) {
       return false;
     }
@@ -81,11 +79,11 @@ class CudaExecutor final : public Executor {
     mem = PinnedMemory{};
   }
 
-  bool read(uint64_t bus, void* dst, size_t n, Placement) override {
+  bool read_device(uint64_t bus, void* dst, size_t n) override {
     return n == 0 || ok(cu_->cuMemcpyDtoH(dst, bus, n), "cuMemcpyDtoH");
   }
 
-  bool write(uint64_t bus, const void* src, size_t n, Placement) override {
+  bool write_device(uint64_t bus, const void* src, size_t n) override {
     return n == 0 || ok(cu_->cuMemcpyHtoD(bus, src, n), "cuMemcpyHtoD");
   }
 

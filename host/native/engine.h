@@ -113,13 +113,13 @@ class Executor {
  public:
   explicit Executor(Engine& engine) : engine_(engine) {}
   virtual ~Executor() = default;
-  virtual const char* name() const = 0;
   // Makes the executor usable from the calling thread (the CUDA context current).
   virtual bool bind_thread() { return true; }
   virtual bool alloc(size_t bytes, Placement where, PinnedMemory& out) = 0;
   virtual void free(PinnedMemory& mem, Placement where) = 0;
-  virtual bool read(uint64_t bus, void* dst, size_t n, Placement where) = 0;
-  virtual bool write(uint64_t bus, const void* src, size_t n, Placement where) = 0;
+  // Synchronous copies out of and into GPU memory (host memory is reached through its pointer).
+  virtual bool read_device(uint64_t bus, void* dst, size_t n) = 0;
+  virtual bool write_device(uint64_t bus, const void* src, size_t n) = 0;
   virtual bool open_queues(uint32_t /*count*/) { return true; }
   // Whether [addr, addr + size) is memory this executor can reach; sets the engine's error otherwise.
   virtual bool check_region(uint64_t /*addr*/, uint64_t /*size*/) { return true; }

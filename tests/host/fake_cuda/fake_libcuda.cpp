@@ -75,14 +75,12 @@ class Stream {
     worker_.join();
   }
   void push(std::function<void()> op) {
-    pending_.fetch_add(1);
     {
       std::lock_guard<std::mutex> lock(mu_);
       ops_.push_back(std::move(op));
     }
     cv_.notify_all();
   }
-  bool idle() const { return pending_.load() == 0; }
 
  private:
   void run() {
@@ -100,13 +98,11 @@ class Stream {
         std::this_thread::sleep_for(std::chrono::microseconds(d(rng_)));
       }
       op();
-      pending_.fetch_sub(1);
     }
   }
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> ops_;
-  std::atomic<int> pending_{0};
   bool quit_ = false;
   std::mt19937 rng_;
   int jitter_us_;
@@ -122,11 +118,6 @@ extern "C" {
 API CUresult cuInit(unsigned flags) {
   if (flags != 0) return INVALID_VALUE;
   g_initialised = true;
-  return SUCCESS;
-}
-
-API CUresult cuDriverGetVersion(int* v) {
-  *v = 13000;
   return SUCCESS;
 }
 
@@ -262,8 +253,6 @@ API CUresult cuStreamDestroy_v2(void* s) {
   delete static_cast<Stream*>(s);
   return SUCCESS;
 }
-
-API CUresult cuStreamQuery(void* s) { return static_cast<Stream*>(s)->idle() ? SUCCESS : NOT_READY; }
 
 API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, void* s) {
   if (!have_context()) return INVALID_CONTEXT;
