@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from driver.abi import DESCRIPTOR_BYTES, Capability, ErrorCode, check_geometry
-from driver.backend import Backend, Buffer, Counters, ErrorLogEntry, Geometry, QueueState
+from driver.backend import Backend, Counters, ErrorLogEntry, Geometry, QueueState
 from driver.errors import ArkdmaError, EngineTimeout
 from host import native
 from host.affinity import cpus_near

@@ -155,9 +155,7 @@ int Engine::stop(double timeout, std::string& error) {
 }
 
 void Engine::loop() {
-  if (!executor_->bind_thread()) {
-    // Every later command reports the driver error; the thread stays to answer them.
-  }
+  executor_->bind_thread();  // on failure the executor noted why; the copies it refuses then halt their queues
   uint64_t idle = 0;
   const uint64_t check = config_.stop_check_every;
   for (uint64_t spin = 0;; ++spin) {

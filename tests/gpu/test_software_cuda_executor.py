@@ -8,7 +8,6 @@ Runs on a GPU machine; in CI the same tests run against the CUDA driver test dou
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
