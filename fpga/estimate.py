@@ -90,6 +90,8 @@ def estimate_design(design, params: dict, workdir: Path, *, name: str, part: str
                     target_mhz: float = 125.0, seeds: tuple[int, ...] = (1,), timeout_s: float = 3600.0,
                     console: Console | None = None) -> EstimateReport:
     """Runs the out-of-context flow on any Amaranth design and gathers the figures."""
+    if not seeds:
+        raise FpgaFlowError("an estimate needs at least one placement seed")
     tools = tool_versions()
     result = ooc_flow.run(design, workdir, part=part, target_mhz=target_mhz, seeds=seeds, timeout_s=timeout_s,
                           roots=(PROJECT_ROOT,), console=console)

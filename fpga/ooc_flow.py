@@ -58,7 +58,7 @@ class FlowResult:
     target_mhz: float
     lut_mapper: str  # "abc9" (synth_ecp5's own), or "abc" where abc9 crashed
     cells: dict[str, int]  # after synthesis, by cell type
-    runs: tuple[PnrRun, ...]  # one per placement seed
+    runs: tuple[PnrRun, ...]  # one per placement seed (none for a synthesis-only run)
     seconds: dict[str, float]  # per step: convert, synthesize, place_and_route (all seeds), total
     logs: dict[str, Path]
 
@@ -100,12 +100,10 @@ def run(design, workdir: Path, *, top: str = "top", part: str = DEFAULT_PART, ta
         roots: tuple[Path, ...] = (), console: Console | None = None) -> FlowResult:
     """Converts `design` (an Amaranth Elaboratable; a wiring.Component's signature gives the ports) to
     RTLIL, synthesizes it with synth_ecp5 and places and routes it once per seed out of context,
-    timed against `target_mhz`. Files and logs go to `workdir`; every tool run is bounded by `timeout_s`.
+    timed against `target_mhz` (no seeds: synthesis only). Files and logs go to `workdir`; every tool run is bounded by `timeout_s`.
     LUTs are mapped by `lut_mapper` ("abc9", synth_ecp5's own, or "abc"); a crash of abc9 falls back to abc."""
     if part not in PARTS:
         raise FpgaFlowError(f"unknown ECP5 part {part!r}; known: {', '.join(PARTS)}")
-    if not seeds:
-        raise FpgaFlowError("give at least one placement seed")
     if lut_mapper not in ("abc9", "abc"):
         raise FpgaFlowError(f"the LUT mapper is abc9 or abc, not {lut_mapper!r}")
     if target_mhz <= 0:

@@ -95,8 +95,6 @@ def test_flow_rejects_bad_requests(tmp_path):
 
     with pytest.raises(FpgaFlowError, match="unknown ECP5 part"):
         ooc_flow.run(None, tmp_path, part="XC7A35T")
-    with pytest.raises(FpgaFlowError, match="at least one placement seed"):
-        ooc_flow.run(None, tmp_path, seeds=())
     with pytest.raises(FpgaFlowError, match="abc9 or abc"):
         ooc_flow.run(None, tmp_path, lut_mapper="vpr")
 
