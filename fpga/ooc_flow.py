@@ -100,7 +100,8 @@ def run(design, workdir: Path, *, top: str = "top", part: str = DEFAULT_PART, ta
         roots: tuple[Path, ...] = (), console: Console | None = None) -> FlowResult:
     """Converts `design` (an Amaranth Elaboratable; a wiring.Component's signature gives the ports) to
     RTLIL, synthesizes it with synth_ecp5 and places and routes it once per seed out of context,
-    timed against `target_mhz` (no seeds: synthesis only). Files and logs go to `workdir`; every tool run is bounded by `timeout_s`.
+    timed against `target_mhz` (no seeds: synthesis only). Files and logs go to `workdir`; every tool
+    run is bounded by `timeout_s`.
     LUTs are mapped by `lut_mapper` ("abc9", synth_ecp5's own, or "abc"); a crash of abc9 falls back to abc."""
     if part not in PARTS:
         raise FpgaFlowError(f"unknown ECP5 part {part!r}; known: {', '.join(PARTS)}")

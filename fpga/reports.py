@@ -66,7 +66,7 @@ def _load(source: str | Path | dict, what: str) -> dict:
 
 
 def short_source(src: str, roots: tuple[Path, ...] = ()) -> str:
-    """A source location without this machine's folders: from the installed package on, or relative to one of `roots`."""
+    """A source location without this machine's folders: from the installed package on, or relative to a root."""
     _, sep, rest = src.rpartition("site-packages/")
     if sep:
         return rest

@@ -1,4 +1,4 @@
-"""A first bring-up core: the UART bridge over scratch registers, proving clock, pins and serial link before the engine."""
+"""A first bring-up core: the UART bridge over scratch registers, proving clock, pins and serial link."""
 
 from __future__ import annotations
 

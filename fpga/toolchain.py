@@ -1,4 +1,4 @@
-"""The open ECP5 flow's tools (YoWASP builds from PyPI, or native ones): finding them, their versions, running them with logs."""
+"""The open ECP5 flow's tools (YoWASP builds from PyPI, or native ones): finding, versions, runs with logs."""
 
 from __future__ import annotations
 

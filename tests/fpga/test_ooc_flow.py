@@ -84,7 +84,8 @@ def test_abc9_crash_is_recognized(tmp_path):
     from fpga.ooc_flow import _abc9_crashed
 
     log = tmp_path / "yosys.log"
-    log.write_text("4.14.5. Executing ABC9.\nRunning ABC command: \"/yosys-abc\" -s -f <abc-temp-dir>/abc.script 2>&1\n\n")
+    log.write_text("4.14.5. Executing ABC9.\n"
+                   "Running ABC command: \"/yosys-abc\" -s -f <abc-temp-dir>/abc.script 2>&1\n\n")
     assert _abc9_crashed(log)
     log.write_text("ERROR: Module `top' not found!\n")
     assert not _abc9_crashed(log)
