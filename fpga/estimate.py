@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import subprocess
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
@@ -15,7 +16,7 @@ from rich.table import Table
 from fpga import ooc_flow, toolchain
 from fpga.engine_options import add_engine_options, engine_params
 from fpga.errors import FpgaFlowError
-from fpga.ooc_flow import DEFAULT_PART, PARTS, FlowResult
+from fpga.ooc_flow import DEFAULT_PART, PARTS, FlowResult, LutMapper
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 FLOW = "yosys synth_ecp5 + nextpnr-ecp5 --out-of-context (ports internal, ideal clock)"
@@ -39,6 +40,7 @@ class EstimateReport:
     brams_available: int
     dsps: int  # MULT18X18D
     lut_mapper: str  # abc9 (synth_ecp5's own) or abc (where this yosys build's abc9 crashed on the design)
+    source: str  # the project's git revision the design came from ("+changes" when the checkout had edits)
     data_width: int | None
     params: dict
     cells: dict[str, int]  # after synthesis, by cell type (LUT4, CCU2C, PFUMX, L6MUX21, TRELLIS_DPR16X4, ...)
@@ -49,6 +51,20 @@ class EstimateReport:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2) + "\n"
+
+
+def source_revision() -> str:
+    """The checkout's commit, with "+changes" when rtl/ or fpga/ differ from it; "unknown" outside git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
+                              text=True, timeout=30)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "rtl", "fpga"], cwd=PROJECT_ROOT,
+                               capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    if head.returncode != 0:
+        return "unknown"
+    return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
 
 
 def tool_versions() -> dict[str, str]:
@@ -78,7 +94,7 @@ def report_from_flow(result: FlowResult, design: str, params: dict, workdir: Pat
         luts=pnr.used("TRELLIS_COMB"), luts_available=pnr.available("TRELLIS_COMB"),
         ffs=pnr.used("TRELLIS_FF"), ffs_available=pnr.available("TRELLIS_FF"),
         brams=pnr.used("DP16KD"), brams_available=pnr.available("DP16KD"),
-        dsps=pnr.used("MULT18X18D"), lut_mapper=result.lut_mapper,
+        dsps=pnr.used("MULT18X18D"), lut_mapper=result.lut_mapper.value, source=source_revision(),
         data_width=params.get("data_width"), params=params, cells=result.cells,
         critical_path=asdict(path) if path else None,
         seconds={k: round(v, 1) for k, v in result.seconds.items()},
@@ -154,7 +170,7 @@ def print_report(report: EstimateReport, console: Console) -> None:
                                ("DP16KD", report.brams, report.brams_available)):
         t.add_row(label, f"{used} / {avail} ({100 * used / avail:.1f}%)" if avail else str(used))
     t.add_row("MULT18X18D", str(report.dsps))
-    if report.lut_mapper != "abc9":
+    if report.lut_mapper != LutMapper.ABC9:
         t.add_row("LUT mapping", f"{report.lut_mapper} (abc9 crashed on this design; its log is in {report.workdir})")
     if report.critical_path:
         cp = report.critical_path

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Iterator
 
@@ -44,6 +45,11 @@ PARTS = {p.name: p for p in (
 DEFAULT_PART = "LFE5UM5G-85F"
 
 
+class LutMapper(str, Enum):
+    ABC9 = "abc9"  # synth_ecp5's own
+    ABC = "abc"  # the classic mapper: the fallback where this yosys build's abc9 crashes on a design
+
+
 @dataclass(frozen=True)
 class PnrRun:
     seed: int
@@ -56,7 +62,7 @@ class PnrRun:
 class FlowResult:
     part: Ecp5Part
     target_mhz: float
-    lut_mapper: str  # "abc9" (synth_ecp5's own), or "abc" where abc9 crashed
+    lut_mapper: LutMapper
     cells: dict[str, int]  # after synthesis, by cell type
     runs: tuple[PnrRun, ...]  # one per placement seed (none for a synthesis-only run)
     seconds: dict[str, float]  # per step: convert, synthesize, place_and_route (all seeds), total
@@ -78,9 +84,9 @@ class _Steps:
         self.progress.update(task, completed=1)
 
 
-def _yosys_script(top: str, mapper: str) -> str:
+def _yosys_script(top: str, mapper: LutMapper) -> str:
     """synth_ecp5 as it is (LUTs mapped by abc9), or with its map_luts step done by the classic abc."""
-    if mapper == "abc9":
+    if mapper == LutMapper.ABC9:
         synth = [f"synth_ecp5 -top {top} -json {top}.json"]
     else:
         synth = [f"synth_ecp5 -top {top} -run begin:map_luts", "techmap -map +/lattice/latches_map.v",
@@ -96,17 +102,19 @@ def _abc9_crashed(log: Path) -> bool:
 
 
 def run(design, workdir: Path, *, top: str = "top", part: str = DEFAULT_PART, target_mhz: float = 125.0,
-        seeds: tuple[int, ...] = (1,), lut_mapper: str = "abc9", timeout_s: float = 3600.0,
+        seeds: tuple[int, ...] = (1,), lut_mapper: LutMapper = LutMapper.ABC9, timeout_s: float = 3600.0,
         roots: tuple[Path, ...] = (), console: Console | None = None) -> FlowResult:
     """Converts `design` (an Amaranth Elaboratable; a wiring.Component's signature gives the ports) to
     RTLIL, synthesizes it with synth_ecp5 and places and routes it once per seed out of context,
     timed against `target_mhz` (no seeds: synthesis only). Files and logs go to `workdir`; every tool
     run is bounded by `timeout_s`.
-    LUTs are mapped by `lut_mapper` ("abc9", synth_ecp5's own, or "abc"); a crash of abc9 falls back to abc."""
+    LUTs are mapped by `lut_mapper`; a crash of abc9 falls back to abc."""
     if part not in PARTS:
         raise FpgaFlowError(f"unknown ECP5 part {part!r}; known: {', '.join(PARTS)}")
-    if lut_mapper not in ("abc9", "abc"):
-        raise FpgaFlowError(f"the LUT mapper is abc9 or abc, not {lut_mapper!r}")
+    try:
+        mapper = LutMapper(lut_mapper)
+    except ValueError:
+        raise FpgaFlowError(f"the LUT mapper is abc9 or abc, not {lut_mapper!r}") from None
     if target_mhz <= 0:
         raise FpgaFlowError(f"the target clock must be positive, not {target_mhz} MHz")
     ecp5 = PARTS[part]
@@ -123,15 +131,14 @@ def run(design, workdir: Path, *, top: str = "top", part: str = DEFAULT_PART, ta
             from amaranth.back import rtlil  # the runtime never imports Amaranth at module level
 
             (workdir / f"{top}.il").write_text(rtlil.convert(design, name=top))
-        mapper = lut_mapper
         with steps.step("synthesize", f"yosys synth_ecp5 (log: {logs['yosys']})"):
             (workdir / "synth.ys").write_text(_yosys_script(top, mapper))
             try:
                 yosys.run(["-s", "synth.ys"], logs["yosys"], workdir, timeout_s)
             except ToolFailed:
-                if mapper != "abc9" or not _abc9_crashed(logs["yosys"]):
+                if mapper != LutMapper.ABC9 or not _abc9_crashed(logs["yosys"]):
                     raise
-                mapper, logs["yosys-abc9"] = "abc", logs["yosys"].rename(workdir / "yosys-abc9.log")
+                mapper, logs["yosys-abc9"] = LutMapper.ABC, logs["yosys"].rename(workdir / "yosys-abc9.log")
                 (workdir / "synth.ys").write_text(_yosys_script(top, mapper))
                 yosys.run(["-s", "synth.ys"], logs["yosys"], workdir, timeout_s)
         cells = parse_yosys_stat(workdir / "stat.json")

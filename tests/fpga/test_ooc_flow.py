@@ -71,7 +71,7 @@ def test_classic_abc_mapping_gives_the_same_design(small_report, tmp_path):
     """The fallback used when abc9 crashes maps the same logic: same FFs and block RAMs, LUTs close."""
     from fpga import ooc_flow
 
-    result = ooc_flow.run(FifoSum(64, 512), tmp_path, target_mhz=100.0, lut_mapper="abc",
+    result = ooc_flow.run(FifoSum(64, 512), tmp_path, target_mhz=100.0, lut_mapper=ooc_flow.LutMapper.ABC,
                           console=Console(file=io.StringIO()))
     (run,) = result.runs
     assert result.lut_mapper == "abc" and small_report.lut_mapper == "abc9"
@@ -108,3 +108,7 @@ def test_tool_failure_names_the_log(tmp_path):
     with pytest.raises(ToolFailed, match="exited with status") as info:
         tool.run(["--um5g-85k", "--json", "missing.json"], tmp_path / "pnr.log", tmp_path, 120)
     assert info.value.log == tmp_path / "pnr.log" and info.value.log.exists()
+
+
+def test_report_names_the_source_revision(small_report):
+    assert small_report.source == "unknown" or len(small_report.source.removesuffix("+changes")) >= 7
