@@ -25,6 +25,11 @@ class EngineProvider(ABC):
     def open(self, **params) -> Backend:
         """A ready Backend; raises EngineUnavailable with the reason when it cannot run here."""
 
+    def capabilities(self):
+        """The engine's Capability bits (engines that run elsewhere override this)."""
+        with self.open() as backend:
+            return backend.geometry.caps
+
     def runs_in_process(self) -> bool:
         """False for engines that run work elsewhere (under a simulator) instead of handing out a Backend."""
         return True

@@ -195,7 +195,7 @@ class ReferenceEngine(Backend):
         q.posted = q.completed = q.start
         problem = completion_location_error(self._regions, q.completion_region, q.completion_offset)
         if problem:
-            self._halt(queue, problem, 0, q.start, write=False)
+            self._halt(queue, problem, 0, q.start & DOORBELL_MASK, write=False)
         else:
             self._write_completion(q)
 

@@ -21,6 +21,7 @@ Operations (dicts with "op"):
   post          queue, descriptors                     producer with flow control: write, ring, wait for room
   advance       n                                      let the engine run about n descriptors
   wait_idle
+  reset                                                global reset: queues and region table cleared
 Descriptors are dicts of DESCRIPTOR field names (missing fields are 0).
 """
 
@@ -229,6 +230,11 @@ class ScenarioPlayer:
 
     def _op_wait_idle(self) -> None:
         self.backend.wait_idle(self.timeout)
+
+    def _op_reset(self) -> None:
+        self.backend.reset()
+        self.regions.clear()
+        self.completion.clear()
 
 
 def play(backend: Backend, scenario: Scenario, timeout: float = 30.0) -> Outcome:

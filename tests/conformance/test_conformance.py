@@ -1,0 +1,73 @@
+"""Every scenario on every engine present, compared with the reference engine byte for byte.
+
+Test ids read `<engine>-<scenario>`. Engines that cannot run here are skipped with the reason;
+an engine joins by having a provider in ark_runtime/engines.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ark_runtime import engines
+from driver.abi import Capability, COMPLETION_COUNT_MASK
+from driver.reference_engine import ReferenceEngine
+from driver.scenario import Outcome, Scenario, play
+from tests.conformance.builder import COMPLETION_STRIDE
+from tests.conformance.compare import assert_same, check_expectations
+from tests.conformance.scenarios import all_scenarios
+
+SCENARIOS = all_scenarios()
+BY_NAME = {s.name: s for s in SCENARIOS}
+ENGINE_MARKS = {"software-cuda": [pytest.mark.gpu], "rtl": [pytest.mark.sim]}
+NEEDS = {"bus_errors": Capability.BUS_ERRORS}
+
+_outcomes: dict[str, dict[str, Outcome]] = {}
+_caps: dict[str, Capability] = {}
+
+
+def reference(scenario: Scenario) -> Outcome:
+    with ReferenceEngine(scenario.num_queues, scenario.slots, scenario.num_regions) as engine:
+        return play(engine, scenario)
+
+
+def _runnable(scenario: Scenario, caps: Capability) -> bool:
+    return all(NEEDS[n] & caps for n in scenario.needs)
+
+
+def outcome_on(engine: str, scenario: Scenario) -> Outcome:
+    """Plays every scenario on `engine` once per session (one batch: one simulator run for the RTL)."""
+    prov = engines.provider(engine)
+    reason = prov.unavailable_reason()
+    if reason:
+        pytest.skip(f"engine {engine} cannot run here: {reason}")
+    if engine not in _outcomes:
+        _caps[engine] = prov.capabilities()
+        _outcomes[engine] = prov.run_scenarios([s for s in SCENARIOS if _runnable(s, _caps[engine])])
+    if not _runnable(scenario, _caps[engine]):
+        pytest.skip(f"engine {engine} lacks {', '.join(scenario.needs)}")
+    return _outcomes[engine][scenario.name]
+
+
+def reference_for(scenario: Scenario, out: Outcome) -> Outcome:
+    """The reference outcome; for a prefix scenario, replayed as far as the engine got."""
+    if not scenario.prefix:
+        return reference(scenario)
+    p = scenario.expect["prefix"]
+    raw = out.buffers["completions"][p["slot"] * COMPLETION_STRIDE :][:8]
+    done = (int.from_bytes(raw, "little") & COMPLETION_COUNT_MASK) - p["start"]
+    return reference(scenario.with_advance(done))
+
+
+CASES = [
+    pytest.param(engine, name, id=f"{engine}-{name}", marks=ENGINE_MARKS.get(engine, []))
+    for engine in engines.known()
+    for name in BY_NAME
+]
+
+
+@pytest.mark.parametrize(("engine", "name"), CASES)
+def test_conformance(engine: str, name: str) -> None:
+    scenario = BY_NAME[name]
+    out = outcome_on(engine, scenario)
+    check_expectations(scenario, out)
+    assert_same(out, reference_for(scenario, out))
