@@ -110,11 +110,14 @@ class Engine(wiring.Component):
         m.d.comb += [
             windows.rd_en.eq(validator.win_en), windows.rd_queue.eq(validator.win_queue),
             windows.rd_slot.eq(validator.win_slot), validator.win_desc.eq(windows.rd_desc),
-            validator.halting.eq(queues.halting), validator.inflight_zero.eq(queues.inflight_zero),
+            validator.inflight_zero.eq(queues.inflight_zero),
             queues.squash_valid.eq(validator.squash_valid), queues.squash_queue.eq(validator.squash_queue),
             queues.squash_index.eq(validator.squash_index),
             queues.issue_valid.eq(validator.issue_valid), queues.issue_queue.eq(validator.issue_queue),
-            queues.stop.eq(validator.stop | planner.stop),
+            queues.stop_v_valid.eq(validator.stop_valid), queues.stop_v_queue.eq(validator.stop_queue),
+            queues.stop_v_index.eq(validator.stop_index),
+            queues.stop_p_valid.eq(planner.stop_valid), queues.stop_p_queue.eq(planner.stop_queue),
+            queues.stop_p_index.eq(planner.stop_index),
         ]
         wiring.connect(m, validator.src, regions.src)
         wiring.connect(m, validator.dst, regions.dst)
@@ -127,7 +130,7 @@ class Engine(wiring.Component):
         wjobq = m.submodules.wjobq = SyncFIFOBuffered(width=job_layout(p).size, depth=max(16, p.reads_outstanding))
         _feed(m, reader.wjob, wjobq)
         _drain(m, wjobq, planner.wjob)
-        m.d.comb += reader.halting.eq(queues.halting)
+        wiring.connect(m, queues.stops, validator.stops, reader.stops, planner.stops)
 
         # reads
         mem = self.mem
@@ -148,7 +151,7 @@ class Engine(wiring.Component):
 
         # writes
         m.d.comb += [
-            planner.halting.eq(queues.halting), planner.filled.eq(tracker.filled), planner.row_alloc.eq(reader.row_alloc),
+            planner.filled.eq(tracker.filled), planner.row_alloc.eq(reader.row_alloc),
             planner.fault_valid.eq(tracker.fault_valid), planner.fault_row.eq(tracker.fault_row),
             tracker.fault_ack.eq(planner.fault_ack),
             wdata.filled.eq(tracker.filled),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from amaranth.lib import data, enum
+from amaranth import Value
+from amaranth.lib import data, enum, wiring
+from amaranth.lib.wiring import Out
 
 from rtl.params import EngineParams
 
@@ -107,3 +109,21 @@ def errlog_layout() -> data.StructLayout:
 
 def region_entry_layout() -> data.StructLayout:
     return data.StructLayout({"addr": 64, "size": 64, "perms": 2})
+
+
+def stops_signature(p: EngineParams) -> wiring.Signature:
+    """Which queues have stopped, and from which producer index on (as the queue table shows them)."""
+    return wiring.Signature({
+        "halting": Out(p.num_queues),
+        "stop_at": Out(data.ArrayLayout(INDEX_BITS, p.num_queues)),
+        "draining": Out(p.num_queues),  # disabled: descriptors that have not started are dropped
+        "flush": Out(1),  # a global reset drains the pipeline: everything is dropped
+    })
+
+
+def dropped(stops, queue, index, started: bool) -> Value:
+    """True for a descriptor that must not run: its queue stopped at an earlier index, or all are
+    flushed, or (for one whose reads have not `started`) its queue is being disabled."""
+    after_stop = stops.halting.bit_select(queue, 1) & ((index - stops.stop_at[queue])[:INDEX_BITS].as_signed() > 0)
+    drop = stops.flush | after_stop
+    return drop if started else drop | stops.draining.bit_select(queue, 1)

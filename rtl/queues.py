@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from driver.abi import COMPLETION_ERROR_BIT, QUEUE, ErrorCode
 from rtl.abi_layouts import bits_of
-from rtl.jobs import CODE_BITS, INDEX_BITS, DoneKind, done_layout, errlog_layout, pick_layout
+from rtl.jobs import CODE_BITS, INDEX_BITS, DoneKind, done_layout, errlog_layout, pick_layout, stops_signature
 from rtl.params import EngineParams
 from rtl.round_robin import RoundRobin
 
@@ -44,7 +44,10 @@ class Queues(wiring.Component):
             # validator
             "squash_valid": In(1), "squash_queue": In(p.queue_bits), "squash_index": In(INDEX_BITS),
             "issue_valid": In(1), "issue_queue": In(p.queue_bits),
-            "stop": In(nq),  # one bit per queue: an error was found, drop what follows
+            # an error was found at a producer index: the queue stops, descriptors after it are dropped
+            "stop_v_valid": In(1), "stop_v_queue": In(p.queue_bits), "stop_v_index": In(INDEX_BITS),
+            "stop_p_valid": In(1), "stop_p_queue": In(p.queue_bits), "stop_p_index": In(INDEX_BITS),
+            "stops": Out(stops_signature(p)),
             # completion
             "done_valid": In(1), "done": In(done_layout(p)),
             # completion writer
@@ -57,7 +60,7 @@ class Queues(wiring.Component):
             # error log
             "log_valid": Out(1), "log": Out(errlog_layout()),
             # state, one entry per queue
-            "enabled": Out(nq), "halting": Out(nq), "halted": Out(nq), "dirty": Out(nq), "checking": Out(nq),
+            "enabled": Out(nq), "halted": Out(nq), "dirty": Out(nq), "checking": Out(nq),
             "busy": Out(nq), "inflight_zero": Out(nq),
             "word": Out(data.ArrayLayout(64, nq)),  # completion word: completed | halted << 63
             "compl_region": Out(data.ArrayLayout(16, nq)),
@@ -79,6 +82,7 @@ class Queues(wiring.Component):
                      rr.advance.eq(fired)]
 
         done, dk = self.done, self.done.kind
+        m.d.comb += self.stops.flush.eq(self.flush)
         halt_now = Signal()  # the completion stage halts a queue this cycle (it owns the log port)
         m.d.comb += [halt_now.eq(self.done_valid & (dk == DoneKind.HALT)), self.cw_fail_ready.eq(~halt_now)]
 
@@ -103,7 +107,7 @@ class Queues(wiring.Component):
                         with m.Else():
                             m.d.sync += q.en_pending.eq(0)
                             with m.If(q.enabled):
-                                m.d.sync += [q.enabled.eq(0), q.disabling.eq(1), q.db_pend.eq(0)]
+                                m.d.sync += [q.enabled.eq(0), q.disabling.eq(1), q.draining.eq(1), q.db_pend.eq(0)]
                     with m.Case(off["START_LO"]):
                         m.d.sync += q.start[:32].eq(self.hw_data)
                     with m.Case(off["START_HI"]):
@@ -141,7 +145,7 @@ class Queues(wiring.Component):
                     q.en_pending.eq(0), q.enabled.eq(1), q.checking.eq(1), q.dirty.eq(0),
                     q.posted.eq(q.start[:32]), q.dispatched.eq(q.start[:32]), q.completed.eq(q.start[:63]),
                     q.halting.eq(0), q.halted.eq(0), q.code.eq(0), q.cookie.eq(0), q.err_index.eq(0),
-                    q.db_pend.eq(0), q.db_sent.eq(0), q.fence.eq(0),
+                    q.db_pend.eq(0), q.db_sent.eq(0), q.fence.eq(0), q.draining.eq(0),
                 ]
             with m.If(q.disabling & (inflight == 0)):
                 m.d.sync += [q.disabling.eq(0), q.dirty.eq(1)]
@@ -158,8 +162,13 @@ class Queues(wiring.Component):
                 m.d.sync += [q.dispatched.eq(self.squash_index), q.fence.eq(1)]
             with m.If(self.issue_valid & (self.issue_queue == i)):
                 m.d.sync += q.issued.eq(q.issued + 1)
-            with m.If(self.stop[i] | self.flush):
-                m.d.sync += q.halting.eq(1)
+            # stops, oldest source last so that it wins: validator, write planner, completion
+            for valid, queue, index in ((self.stop_v_valid, self.stop_v_queue, self.stop_v_index),
+                                        (self.stop_p_valid, self.stop_p_queue, self.stop_p_index),
+                                        (halt_now, done.queue, done.index)):
+                earlier = (index - q.stop_at)[:INDEX_BITS].as_signed() < 0
+                with m.If(valid & (queue == i) & (~q.halting | earlier)):
+                    m.d.sync += [q.halting.eq(1), q.stop_at.eq(index)]
 
             # completion
             with m.If(self.done_valid & (done.queue == i)):
@@ -169,7 +178,7 @@ class Queues(wiring.Component):
                     with m.If(done.notify | (((q.completed + 1)[:32] == q.posted) & ~q.db_pend)):
                         m.d.sync += q.dirty.eq(1)
                 with m.If((dk == DoneKind.HALT) & ~q.halted):
-                    m.d.sync += [q.halted.eq(1), q.halting.eq(1), q.code.eq(done.code), q.cookie.eq(done.cookie),
+                    m.d.sync += [q.halted.eq(1), q.code.eq(done.code), q.cookie.eq(done.cookie),
                                  q.err_index.eq(done.index), q.dirty.eq(1)]
             with m.If(self.cw_fail_valid & self.cw_fail_ready & (self.cw_fail_queue == i)):
                 m.d.sync += [q.halted.eq(1), q.halting.eq(1), q.checking.eq(0), q.code.eq(self.cw_fail_code),
@@ -181,7 +190,8 @@ class Queues(wiring.Component):
                 elig[i].eq(self.engine_enable & ~self.flush & q.enabled & ~q.halting & ~q.checking
                            & ((q.dispatched != q.posted) | (q.db_pend & ~q.db_sent)) & (~q.fence | (inflight == 0))
                            & ~(self.squash_valid & (self.squash_queue == i))),
-                self.enabled[i].eq(q.enabled), self.halting[i].eq(q.halting), self.halted[i].eq(q.halted),
+                self.enabled[i].eq(q.enabled), self.stops.halting[i].eq(q.halting), self.halted[i].eq(q.halted),
+                self.stops.stop_at[i].eq(q.stop_at), self.stops.draining[i].eq(q.draining),
                 self.dirty[i].eq(q.dirty), self.checking[i].eq(q.checking), self.inflight_zero[i].eq(inflight == 0),
                 self.busy[i].eq(q.en_pending | q.checking | q.dirty | ~idle_pipe | has_work),
                 self.word[i].eq(Cat(q.completed, q.halted)),
@@ -256,9 +266,11 @@ class _QueueRegs:
         self.ctl = reg(1, "ctl")  # CONTROL.ENABLE as written
         self.enabled = reg(1, "enabled")
         self.en_pending = reg(1, "en_pending")
-        self.disabling = reg(1, "disabling")
+        self.disabling = reg(1, "disabling")  # disabled, descriptors still in flight
+        self.draining = reg(1, "draining")  # disabled: what has not started reading is dropped
         self.checking = reg(1, "checking")  # the completion location is being checked after enable
-        self.halting = reg(1, "halting")
+        self.halting = reg(1, "halting")  # an error was found: descriptors after stop_at are dropped
+        self.stop_at = reg(INDEX_BITS, "stop_at")
         self.halted = reg(1, "halted")
         self.code = reg(CODE_BITS, "code")
         self.cookie = reg(32, "cookie")

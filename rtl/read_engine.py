@@ -6,7 +6,7 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.jobs import JobKind, job_layout
+from rtl.jobs import JobKind, dropped, job_layout, stops_signature
 from rtl.params import PAGE_BYTES, EngineParams
 
 
@@ -26,7 +26,7 @@ class ReadEngine(wiring.Component):
         super().__init__({
             "job": In(stream.Signature(job_layout(p))),
             "wjob": Out(stream.Signature(job_layout(p))),
-            "halting": In(p.num_queues),
+            "stops": In(stops_signature(p)),
             "ar_valid": Out(1), "ar_ready": In(1), "ar_id": Out(p.read_id_width), "ar_addr": Out(64),
             "ar_len": Out(8),
             "tag_alloc": Out(p.read_id_width + 1),  # IDs handed out so far (free-running)
@@ -92,7 +92,7 @@ class ReadEngine(wiring.Component):
         free_slot = Signal()
         nrows = Signal(rp)
         m.d.comb += [
-            stopped.eq(self.halting.bit_select(job.queue, 1) & ((job.kind == JobKind.COPY) | (job.kind == JobKind.IMM))),
+            stopped.eq(dropped(self.stops, job.queue, job.index, started=False) & ((job.kind == JobKind.COPY) | (job.kind == JobKind.IMM))),
             reads.eq((job.kind == JobKind.COPY) & (job.length != 0) & ~stopped),
             free_slot.eq(~cur_valid | (fire & (rows_left == burst))),
             nrows.eq((job.src_addr[:lg] + job.length + (p.data_bytes - 1)) >> lg),

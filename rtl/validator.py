@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from driver.abi import FLAGS_VALID, IMM_BYTES, ErrorCode, Flag, Perm
 from rtl.abi_layouts import DescriptorLayout
-from rtl.jobs import CODE_BITS, INDEX_BITS, JobKind, job_layout, pick_layout
+from rtl.jobs import CODE_BITS, INDEX_BITS, JobKind, dropped, job_layout, pick_layout, stops_signature
 from rtl.params import EngineParams
 from rtl.region_table import lookup_signature
 
@@ -22,8 +22,9 @@ class Validator(wiring.Component):
     S2  regions arrive; flag, length, alignment, region and permission checks; end offsets and
         bus addresses are summed (65-bit ends, so offsets near 2**64 cannot wrap).
     S3  bounds and overlap; the first failing check in ErrorCode order wins. A failure (or a
-        doorbell-error token) becomes an ERROR job and stops its queue; a descriptor of a queue
-        that has stopped becomes a DROP job.
+        doorbell-error token) becomes an ERROR job; a failure stops its queue from that index on
+        (a token needs not: nothing follows it). A descriptor after the index where its queue
+        stopped becomes a DROP job.
     """
 
     def __init__(self, p: EngineParams):
@@ -34,11 +35,11 @@ class Validator(wiring.Component):
             "win_desc": In(DescriptorLayout),
             "src": Out(lookup_signature()),
             "dst": Out(lookup_signature()),
-            "halting": In(p.num_queues),
+            "stops": In(stops_signature(p)),
             "inflight_zero": In(p.num_queues),
             "squash_valid": Out(1), "squash_queue": Out(p.queue_bits), "squash_index": Out(INDEX_BITS),
             "issue_valid": Out(1), "issue_queue": Out(p.queue_bits),
-            "stop": Out(p.num_queues),
+            "stop_valid": Out(1), "stop_queue": Out(p.queue_bits), "stop_index": Out(INDEX_BITS),
             "job": Out(stream.Signature(job_layout(p))),
             "idle": Out(1),
         })
@@ -125,7 +126,7 @@ class Validator(wiring.Component):
         kind = Signal(JobKind)
         with m.If(s3.token):
             m.d.comb += kind.eq(JobKind.ERROR)
-        with m.Elif(self.halting.bit_select(s3.queue, 1)):
+        with m.Elif(dropped(self.stops, s3.queue, s3.index, started=False)):
             m.d.comb += kind.eq(JobKind.DROP)
         with m.Elif(code != 0):
             m.d.comb += kind.eq(JobKind.ERROR)
@@ -141,7 +142,7 @@ class Validator(wiring.Component):
             j.length.eq(s3_len),
             adv.eq(~s3_valid | self.job.ready),
         ]
-        with m.If(adv & s3_valid & (kind == JobKind.ERROR)):
-            m.d.comb += self.stop.eq(1 << s3.queue)
+        m.d.comb += [self.stop_valid.eq(adv & s3_valid & (kind == JobKind.ERROR) & ~s3.token),
+                     self.stop_queue.eq(s3.queue), self.stop_index.eq(s3.index)]
         m.d.comb += self.idle.eq(~s1_valid & ~s2_valid & ~s3_valid)
         return m

