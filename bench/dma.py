@@ -100,6 +100,11 @@ class DmaResult:
         return {"device": self.device, "config": self.config, "timer_resolution_ns": self.timer_resolution_ns,
                 "rows": [asdict(r) for r in self.rows], "notes": self.notes}
 
+    @classmethod
+    def from_json(cls, d: dict) -> "DmaResult":
+        """A result written by as_json() (the summaries beside it are recomputed, not read)."""
+        return cls(d["device"], d["config"], d["timer_resolution_ns"], [Row(**r) for r in d["rows"]], d["notes"])
+
     def find(self, path: str, direction: str, nbytes: int, inflight: int, **match) -> Row | None:
         for r in self.rows:
             if (r.path, r.direction, r.bytes, r.inflight) == (path, direction, nbytes, inflight) and all(
@@ -311,15 +316,19 @@ def winners(result: DmaResult) -> list[dict]:
     return out
 
 
+def fastest(result: DmaResult, path: str, direction: str, nbytes: int) -> Row | None:
+    """The lowest one-way latency a path reached (over engine configurations) for a direction and size."""
+    rows = [r for r in result.rows if (r.path, r.direction, r.bytes, r.inflight) == (path, direction, nbytes, 1)]
+    return min(rows, key=lambda r: r.latency_us) if rows else None
+
+
 def baseline_ratios(result: DmaResult) -> list[dict]:
     """One-way latency of the CPU-controlled baseline over each GPU-driven path's, same direction and size."""
     out = []
-    for r in result.rows:
-        if r.path == "baseline" or r.inflight != 1:
-            continue
-        base = result.find("baseline", r.direction, r.bytes, 1)
-        if base:
-            out.append({"path": r.path, "direction": r.direction, "bytes": r.bytes, "latency_us": r.latency_us,
+    for path, direction, nbytes in sorted({(r.path, r.direction, r.bytes) for r in result.rows if r.inflight == 1}):
+        base, r = fastest(result, "baseline", direction, nbytes), fastest(result, path, direction, nbytes)
+        if path != "baseline" and base:
+            out.append({"path": path, "direction": direction, "bytes": nbytes, "latency_us": r.latency_us,
                         "baseline_us": base.latency_us, "speedup": base.latency_us / r.latency_us})
     return out
 
@@ -359,20 +368,23 @@ def plot(result: DmaResult, path: Path) -> None:
     top = max((r.inflight for r in result.rows), default=1)
     for p in colors:
         for d, ls in styles.items():
-            one = sorted((r for r in result.rows if (r.path, r.direction, r.inflight) == (p, d, 1)), key=lambda r: r.bytes)
-            if one:
-                lat.plot([r.bytes for r in one], [r.latency_us for r in one], ls, color=colors[p], marker="o",
-                         label=f"{p} {d}")
-            many = {}
+            # The best engine configuration (streams, layout) at each size.
+            one, many = {}, {}
             for r in result.rows:
-                if (r.path, r.direction, r.inflight) == (p, d, top) and (r.bytes not in many or r.gbps > many[r.bytes]):
+                if (r.path, r.direction) != (p, d):
+                    continue
+                if r.inflight == 1 and (r.bytes not in one or r.latency_us < one[r.bytes]):
+                    one[r.bytes] = r.latency_us
+                if r.inflight == top and (r.bytes not in many or r.gbps > many[r.bytes]):
                     many[r.bytes] = r.gbps
-            if many:
-                sizes = sorted(many)
-                thr.plot(sizes, [many[s] for s in sizes], ls, color=colors[p], marker="o", label=f"{p} {d}")
+            for ax, points in ((lat, one), (thr, many)):
+                if points:
+                    sizes = sorted(points)
+                    ax.plot(sizes, [points[s] for s in sizes], ls, color=colors[p], marker="o", label=f"{p} {d}")
     lat.set(xscale="log", yscale="log", xlabel="bytes per transfer", ylabel="us (median)",
             title="one-way latency, post to completion seen by the GPU")
-    thr.set(xscale="log", xlabel="bytes per transfer", ylabel="GB/s", title=f"throughput, {top} in flight (best config)")
+    thr.set(xscale="log", yscale="log", xlabel="bytes per transfer", ylabel="GB/s",
+            title=f"throughput, {top} in flight (best configuration)")
     for ax in (lat, thr):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7, ncol=2)

@@ -31,6 +31,8 @@ def register(sub) -> None:
     d.add_argument("--quick", action="store_true", help="a few points only (a smoke run)")
     d.add_argument("--json", type=Path, help="write device, rows and summaries as JSON here")
     d.add_argument("--plot", type=Path, default=Path("out/bench_dma.png"), help="PNG (default out/bench_dma.png)")
+    d.add_argument("--from-json", type=Path, metavar="FILE",
+                   help="no measuring: print the tables and draw the plot of a run saved with --json")
     d.set_defaults(func=run_dma)
 
     i = bsub.add_parser("interference", help="matmul slowdown and %% of ideal overlap for engine and SM copies")
@@ -84,28 +86,29 @@ def dma_config(args):
 
 
 def dma_tables(result) -> list[Table]:
-    from bench.dma import baseline_ratios, targets, winners
+    from bench.dma import baseline_ratios, fastest, targets, winners
 
     paths = list(dict.fromkeys(r.path for r in result.rows))
-    lat = Table(title=f"one-way latency, us (median; post to completion seen by the GPU) on {result.device}")
+    lat = Table(title=f"one-way latency, us (median; post to completion seen by the GPU; software: best of its "
+                      f"configurations) on {result.device}")
     for col in ("direction", "bytes", *paths, "baseline / software"):
         lat.add_column(col, justify="right")
     ratios = {(r["direction"], r["bytes"]): r["speedup"] for r in baseline_ratios(result) if r["path"] == "software"}
     for d, b in sorted({(r.direction, r.bytes) for r in result.rows if r.inflight == 1}):
         cells = []
         for p in paths:
-            row = result.find(p, d, b, 1)
+            row = fastest(result, p, d, b)
             cells.append(f"{row.latency_us:.2f}" if row else "-")
         ratio = ratios.get((d, b))
         lat.add_row(d, _size(b), *cells, f"{ratio:.1f}x" if ratio else "-")
 
     parts = Table(title="software path, one way: where the time goes (us, medians)")
-    for col in ("direction", "bytes", "total", "GPU post()", "engine thread issuing", "the rest"):
+    for col in ("direction", "bytes", "engine streams", "total", "GPU post()", "engine thread issuing", "the rest"):
         parts.add_column(col, justify="right")
     for r in sorted((r for r in result.rows if r.path == "software" and r.inflight == 1 and r.post_us is not None),
                     key=lambda r: (r.direction, r.bytes, r.engine_streams or 0)):
         rest = r.latency_us - r.post_us - (r.engine_issue_us or 0)
-        parts.add_row(r.direction, _size(r.bytes), f"{r.latency_us:.2f}", f"{r.post_us:.2f}",
+        parts.add_row(r.direction, _size(r.bytes), str(r.engine_streams), f"{r.latency_us:.2f}", f"{r.post_us:.2f}",
                       f"{r.engine_issue_us:.2f}" if r.engine_issue_us is not None else "-", f"{rest:.2f}")
 
     thr = Table(title="throughput, GB/s (software: best engine configuration and layout)")
@@ -127,25 +130,31 @@ def dma_tables(result) -> list[Table]:
 
 def run_dma(args, console: Console | None = None) -> int:
     console = console or _console()
-    config = dma_config(args)
-    _need_gpu()
     from bench import dma
 
-    with _progress(console) as progress:
-        task = progress.add_task("starting", total=config.points())
+    if args.from_json:
+        try:
+            result = dma.DmaResult.from_json(json.loads(args.from_json.read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ArkdmaError(f"{args.from_json} is not a result of `arkdma bench dma --json`: {exc}") from exc
+    else:
+        config = dma_config(args)
+        _need_gpu()
+        with _progress(console) as progress:
+            task = progress.add_task("starting", total=config.points())
 
-        def tick(what: str) -> None:
-            progress.update(task, description=what)
-            progress.advance(task)
+            def tick(what: str) -> None:
+                progress.update(task, description=what)
+                progress.advance(task)
 
-        result = dma.run(config, tick)
+            result = dma.run(config, tick)
     for table in dma_tables(result):
         console.print(table)
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     dma.plot(result, args.plot)
     console.print(f"plot: {args.plot}")
-    if args.json:
+    if args.json and not args.from_json:
         out = result.as_json()
         out.update(winners=dma.winners(result), baseline_ratios=dma.baseline_ratios(result), targets=dma.targets(result))
         args.json.parent.mkdir(parents=True, exist_ok=True)
