@@ -14,6 +14,7 @@ COMMAND_MODULES = (
     "ark_runtime.cli.demo",
     "ark_runtime.cli.abi",
     "ark_runtime.cli.fpga",
+    "ark_runtime.cli.rtl",
     "ark_runtime.cli.bench",
 )
 
