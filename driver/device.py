@@ -11,6 +11,7 @@ import numpy as np
 from driver.abi import COMPLETION_BYTES, COMPLETION_COUNT_MASK, COMPLETION_ERROR_BIT, Perm
 from driver.backend import Backend, Buffer
 from driver.descriptor import Descriptor
+from driver.dtypes import DESCRIPTOR_DTYPE
 from driver.errors import ArkdmaError, EngineTimeout, QueueError
 from driver.regions import RegionHandle, RegionTable
 
@@ -111,7 +112,12 @@ class HostQueue:
         if isinstance(descriptors, Descriptor):
             raw = descriptors.pack()
         elif isinstance(descriptors, np.ndarray):
-            raw = descriptors.tobytes()
+            if descriptors.dtype != DESCRIPTOR_DTYPE:
+                raise ArkdmaError(
+                    f"descriptor arrays must have dtype driver.dtypes.DESCRIPTOR_DTYPE, not {descriptors.dtype}; "
+                    "build them with np.zeros(n, DESCRIPTOR_DTYPE)"
+                )
+            raw = np.ascontiguousarray(descriptors).tobytes()
         else:
             raw = b"".join(d.pack() for d in descriptors)
         count = len(raw) // 32

@@ -23,6 +23,12 @@ class WorkloadSpec:
     max_descriptors: int = 1024
     seed: int = 1
 
+    def __post_init__(self) -> None:
+        if not self.sizes or any(not 0 < s <= 1 << 30 for s in self.sizes):
+            raise ValueError(f"workload sizes must be 1 byte .. 1 GiB each, not {self.sizes}")
+        if self.bytes_per_size <= 0 or self.max_descriptors <= 0:
+            raise ValueError("bytes_per_size and max_descriptors must be positive")
+
     def descriptors_for(self, size: int) -> int:
         return max(1, min(self.max_descriptors, self.bytes_per_size // size))
 
