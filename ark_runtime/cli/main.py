@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "ark_runtime.cli.fpga",
     "ark_runtime.cli.rtl",
     "ark_runtime.cli.bench",
+    "ark_runtime.cli.sim",
 )
 
 
