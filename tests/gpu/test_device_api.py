@@ -1,9 +1,12 @@
 """GPU threads driving the software engine through device.cuh: copies in every direction, many queues from
-many CTAs, error completions, timeouts, the host's abort, an engine stopped mid-stream, stop and restart,
+many CTAs, error completions, timeouts, the host's abort, an engine stopped or closed mid-stream, stop and restart,
 signal after data, and CuPy / PyTorch memory as regions. Skips without a GPU."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -248,6 +251,22 @@ def test_engine_stopped_mid_stream(gpu):
         assert np.array_equal(np.frombuffer(dst.read(0, wrap), dtype=np.uint8), data)
         dev.backend.start()
         assert q.wait(ticket, timeout=20) == ticket
+
+
+def test_engine_closed_mid_stream(gpu):
+    """The engine is closed (thread stopped, queue memory and buffers freed) while a kernel streams through
+    it: the kernel gives up with TIMEOUT in its status record, and no CUDA error follows. In a process of its
+    own, so a fault there cannot poison this one's CUDA context."""
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-m", "tests.gpu.engine_closed_mid_stream"], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "error" not in got, got
+    assert got["running_at_close"], got
+    assert DeviceCode(got["rc"]) == DeviceCode.TIMEOUT and DeviceCode(got["code"]) == DeviceCode.TIMEOUT, got
+    assert Site(got["site"]) in (Site.POST, Site.WAIT) and got["posted"] < 6000, got
+    assert got["kernel_s_after_close"] < 5, got
 
 
 def test_queue_restart_at_a_new_start_index(gpu):

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# On a GPU machine, in one go: install the checkout, run the whole test suite with GPU skips turned into
+# failures, `arkdma bench dma`, `arkdma bench interference` and `arkdma demo`. Every step is bounded by
+# its own timeout (the sum stays under 10 minutes); logs, JSON and plots go to OUTDIR, step times to
+# OUTDIR/steps.txt.
+#
+#   bench/gpu_check.sh OUTDIR
+#
+# The gateware tests (tests/fpga) need the `hw` extra (Amaranth, Yosys); where it is not installed they
+# are left out, and the log says so. Conformance on rtl skips by itself without Verilator/cocotb.
+set -uo pipefail
+out=${1:?usage: bench/gpu_check.sh OUTDIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+python=${PYTHON:-python3}
+arkdma="$python -m ark_runtime.cli.main"
+
+step() {  # step NAME SECONDS COMMAND...: runs COMMAND under a timeout, records its time and exit status
+    local name=$1 limit=$2 t0=$SECONDS rc
+    shift 2
+    echo "== $name (at most ${limit} s)"
+    timeout --kill-after=10 "$limit" "$@"
+    rc=$?
+    echo "$name: rc=$rc, $((SECONDS - t0)) s" | tee -a "$out/steps.txt"
+    return $rc
+}
+
+{ nvidia-smi --query-gpu=name,driver_version,pci.bus_id,clocks.sm,clocks.max.sm --format=csv
+  echo "CPUs: $(nproc)"; $python -V
+  $python -c 'import torch, cupy; print("torch", torch.__version__, "cupy", cupy.__version__)'; } >"$out/machine.txt" 2>&1
+cat "$out/machine.txt"
+
+if ! step install 90 $python -m pip install --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1; then
+    echo "pip install -e failed (install.log); building the native library in place instead"
+    $python setup.py build_ext --inplace >>"$out/install.log" 2>&1 || { tail -30 "$out/install.log"; exit 1; }
+    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+
+ignore=()
+if ! $python -c "import amaranth" 2>/dev/null; then
+    ignore=(--ignore=tests/fpga)
+    echo "tests/fpga left out: Amaranth is not installed here (the hw extra)" | tee "$out/tests.log"
+fi
+ARKDMA_REQUIRE_GPU=1 step tests 180 $python -m pytest -q -rsfE -p no:cacheprovider -m "not slow" "${ignore[@]}" tests \
+    >>"$out/tests.log" 2>&1
+grep -E "^(FAILED|ERROR)|passed|failed" "$out/tests.log" | tail -25
+
+step "bench dma" 190 $arkdma bench dma --engine software --json "$out/dma.json" --plot "$out/dma.png" \
+    >"$out/dma.log" 2>&1
+cut -c1-160 "$out/dma.log" | grep -v "^\s*$" | tail -15
+
+step "bench interference" 90 $arkdma bench interference --json "$out/interference.json" \
+    --plot "$out/interference.png" >"$out/interference.log" 2>&1
+cut -c1-200 "$out/interference.log" | tail -16
+
+step demo 30 $arkdma demo --plot "$out/demo.png" --json "$out/demo.json" >"$out/demo.log" 2>&1
+cut -c1-160 "$out/demo.log" | tail -12
+cat "$out/steps.txt"
