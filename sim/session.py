@@ -52,7 +52,27 @@ async def workload(dut, job: dict) -> dict:
     return {"rows": [asdict(r) for r in rows], "cycles": driver.tb.now_cycles(), "wall_seconds": time.monotonic() - t0}
 
 
-JOBS = {"scenarios": play_scenarios, "workload": workload}
+async def bench(dut, job: dict) -> dict:
+    """One step of `arkdma sim bench` (sim/bench.py): {"step": "size", "size", "count", "notify_every"}
+    measures one descriptor alone, then a stream; {"step": "accept", "count"} the accept rate."""
+    from driver import register_program as rp
+    from sim import bench_job
+
+    driver = await start(dut, Timing(**job.get("timing", {})))
+    doorbell = rp.ring(bench_job.QUEUE, 0)[0].addr
+    if job["step"] == "accept":
+        setup = bench_job.Setup(driver, 64 * job["count"], seed=1)
+        await setup.open()
+        return {"accept": await bench_job.accept_rate(driver, setup, job["count"], doorbell)}
+    size, count = job["size"], job["count"]
+    setup = bench_job.Setup(driver, size * count, seed=size)
+    await setup.open()
+    single = await bench_job.single(driver, setup, size, doorbell)
+    streamed = await bench_job.stream(driver, setup, size, count, job["notify_every"])
+    return {"single": single, "stream": streamed, "cycles": driver.tb.now_cycles()}
+
+
+JOBS = {"scenarios": play_scenarios, "workload": workload, "bench": bench}
 
 
 @cocotb.test()

@@ -1,0 +1,50 @@
+"""The modelled end-to-end latency of one GPU-driven descriptor: PCIe terms from measured baselines around the simulated engine."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+# Measured on one H100 (PCIe Gen5 x16), ../shared/BASELINES.md section "One H100 80GB HBM3",
+# "Signalling and ceilings": GPU <-> CPU ping-pong through mapped pinned memory, one way 0.88 us
+# (round trip 1.77 us); D2H copy ceiling 55.0 GB/s (256 MiB copies).
+ONE_WAY_NS = 880.0
+PCIE_D2H_GBPS = 55.0
+SOURCE = "BASELINES.md, one H100 (PCIe Gen5 x16): ping-pong one way 0.88 us, D2H copy ceiling 55.0 GB/s"
+
+
+@dataclass(frozen=True)
+class Term:
+    name: str
+    ns: float
+    basis: str
+
+
+@dataclass(frozen=True)
+class EndToEnd:
+    """A model, not a measurement: only the engine term comes from the simulation."""
+
+    bytes: int
+    terms: tuple[Term, ...]
+
+    @property
+    def total_ns(self) -> float:
+        return sum(t.ns for t in self.terms)
+
+    def as_dict(self) -> dict:
+        return {"label": "model", "bytes": self.bytes, "direction": "D2H", "total_ns": self.total_ns,
+                "terms": [asdict(t) for t in self.terms], "source": SOURCE}
+
+
+def gpu_driven_d2h(nbytes: int, engine_ns: float, engine_basis: str) -> EndToEnd:
+    """GPU thread posts the descriptor and doorbell into the BAR, the engine moves the data (simulated:
+    doorbell -> counter write issued), the data crosses PCIe, the counter write lands in GPU memory."""
+    return EndToEnd(nbytes, (
+        Term("GPU posts descriptor + doorbell into the BAR (posted PCIe write)", ONE_WAY_NS,
+             "one-way GPU->host posted write, 0.88 us measured (BASELINES.md)"),
+        Term("engine: doorbell -> counter write issued", engine_ns, engine_basis),
+        Term("data over PCIe", nbytes / PCIE_D2H_GBPS,
+             f"{nbytes} B at the 55.0 GB/s D2H ceiling measured (BASELINES.md); counted on top of the engine's "
+             "own beats, so an upper bound"),
+        Term("counter write lands in GPU memory (posted PCIe write)", ONE_WAY_NS,
+             "one-way posted write, 0.88 us measured (BASELINES.md)"),
+    ))
