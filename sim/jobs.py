@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -10,9 +11,18 @@ from rtl.params import EngineParams
 from sim.build import BUILD_ROOT, SimulationError, build, run
 
 
+WAVES_ENV = "ARKDMA_WAVES"  # set to 1: every simulation records a VCD (a separate model build with tracing)
+
+
+def waves_requested() -> bool:
+    return os.environ.get(WAVES_ENV, "") not in ("", "0")
+
+
 def run_job(params: EngineParams, job: dict, *, waves: bool = False, console=None, keep: Path | None = None) -> dict:
     """One simulator run of `job` (see sim/session.py) on a model built with `params`. The run's folder
-    (log, results, waves) is `keep`, or a fresh one under sim_build/runs/."""
+    (log, results, waves) is `keep`, or a fresh one under sim_build/runs/. With `waves` (or ARKDMA_WAVES=1)
+    the run records dump.vcd there and the result names it under "vcd"."""
+    waves = waves or waves_requested()
     model = build(params, waves=waves, console=console)
     runs = BUILD_ROOT / "runs"
     runs.mkdir(parents=True, exist_ok=True)
@@ -26,7 +36,15 @@ def run_job(params: EngineParams, job: dict, *, waves: bool = False, console=Non
         run(model, "sim.session", run_dir, env={"ARKDMA_SIM_JOB": str(job_file), "ARKDMA_SIM_RESULT": str(result_file)})
     if not result_file.exists():
         raise SimulationError(f"the simulation finished without a result; see {run_dir / 'sim.log'}")
-    return json.loads(result_file.read_text())
+    result = json.loads(result_file.read_text())
+    if waves:
+        vcd = run_dir / "dump.vcd"
+        if not vcd.exists():
+            raise SimulationError(f"the run was traced but wrote no {vcd.name}; see {run_dir / 'sim.log'}")
+        result["vcd"] = str(vcd)
+        if console:
+            console.print(f"waveform: {vcd}")
+    return result
 
 
 class _Null:

@@ -24,14 +24,18 @@ class AsyncScenarioPlayer:
         self.advanced = 0
 
     async def play(self) -> Outcome:
+        await self.run_steps()
+        await self.driver.wait_idle()
+        return await self.outcome()
+
+    async def run_steps(self) -> None:
+        """Allocate the buffers and perform the steps, without waiting for the engine to finish."""
         for spec in self.scenario.buffers:
             addr = self.memory.alloc(spec.size)
             self.memory.write(addr, spec.initial())
             self.buffers[spec.name] = (addr, spec.size)
         for step in self.scenario.steps:
             await getattr(self, "_op_" + step["op"])(**{k: v for k, v in step.items() if k != "op"})
-        await self.driver.wait_idle()
-        return await self.outcome()
 
     async def outcome(self) -> Outcome:
         queues = {}
@@ -78,11 +82,7 @@ class AsyncScenarioPlayer:
         self.starts.setdefault(queue, 0)
 
     async def _op_disable(self, queue: int) -> None:
-        c0 = await self.driver.counters()
         await self.driver.disable_queue(queue)
-        st = await self.driver.queue_state(queue)
-        c = await self.driver.counters()
-        print("DEBUG disable", self.scenario.name, c0, st, c, hex(self.driver.completion_word(self.completion[queue])), self.driver.tb.now_cycles(), flush=True)
 
     async def _op_reset(self) -> None:
         await self.driver.reset()
@@ -119,7 +119,6 @@ class AsyncScenarioPlayer:
             await self.driver.ring(queue, self.posted[queue])
 
     async def _op_advance(self, n: int) -> None:
-        print("DEBUG advance start", self.driver.tb.now_cycles(), flush=True)
         """Wait until about n more descriptors completed (or the engine went idle)."""
         target = self.advanced + n
         deadline = self.driver.tb.now_cycles() + self.driver.budget

@@ -1,4 +1,4 @@
-"""`arkdma sim`: the hardware engine in simulation (Verilator + cocotb): `sim bench`."""
+"""`arkdma sim`: the hardware engine in simulation (Verilator + cocotb): `sim bench`, `sim waves`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ def register(sub) -> None:
     p = sub.add_parser("sim", help="the hardware engine in simulation (Verilator + cocotb): benchmark, waveforms")
     ssub = p.add_subparsers(dest="sim_command", required=True, metavar="ACTION")
     _register_bench(ssub)
+    _register_waves(ssub)
 
 
 def _register_bench(ssub) -> None:
@@ -71,3 +72,45 @@ def run_bench(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise ArkdmaError(f"bench settings rejected: {exc}") from exc
     return run_and_report(config, args.json)
+
+
+def _register_waves(ssub) -> None:
+    w = ssub.add_parser(
+        "waves", help="per-descriptor timing from a VCD of the engine: doorbell -> first read -> last write "
+                      "response -> counter write, and throughput",
+        description="Reads a VCD recorded with ARKDMA_WAVES=1 (any simulation: tests, demo, bench) and prints, per "
+                    "descriptor, the cycles from its doorbell to its first read request, to the response of its last "
+                    "write burst and to the completion-counter write that covers it; then the interval summary and "
+                    "the payload throughput from the first doorbell to the last counter write (or --start/--end).")
+    w.add_argument("vcd", type=Path, metavar="FILE.vcd", help="waveform of the arkdma_engine top level")
+    w.add_argument("--slots", type=_positive, default=None,
+                   help="window slots per queue (default: read from the driver's identity reads in the VCD)")
+    w.add_argument("--start", type=int, default=None, metavar="CYCLE", help="throughput window start")
+    w.add_argument("--end", type=int, default=None, metavar="CYCLE", help="throughput window end (exclusive)")
+    w.add_argument("--rows", type=int, default=50, help="descriptor rows to print (default 50; 0: all)")
+    w.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the timings as JSON")
+    w.set_defaults(func=run_waves)
+
+
+def run_waves(args: argparse.Namespace) -> int:
+    import json
+
+    from rich.console import Console
+
+    try:
+        from sim.waves import WaveformError, measure, print_report
+    except ImportError as exc:
+        raise ArkdmaError(f"{exc.name} is missing: pip install 'arkdma[hw]' (or run ./dev)") from exc
+    try:
+        report = measure(args.vcd, slots=args.slots)
+    except WaveformError as exc:
+        raise ArkdmaError(str(exc)) from exc
+    print_report(report, Console(), limit=args.rows or None, start=args.start, end=args.end)
+    if args.json:
+        tp = report.throughput(args.start, args.end)
+        args.json.write_text(json.dumps({
+            "period_ns": report.period_ns, "data_bytes": report.data_bytes, "summary": report.summary(),
+            "throughput": {"start": tp.start, "end": tp.end, "payload_bytes": tp.payload_bytes,
+                           "descriptors": tp.descriptors, "gbps": tp.gbps},
+            "descriptors": [d.as_dict() for d in report.descriptors]}, indent=1))
+    return 0
