@@ -2,14 +2,17 @@
 # On a GPU machine, in one go: install the checkout, run the whole test suite with GPU skips turned into
 # failures, `arkdma bench dma`, `arkdma bench interference` and `arkdma demo`. Every step is bounded by
 # its own timeout (the sum stays under 10 minutes); logs, JSON and plots go to OUTDIR, step times to
-# OUTDIR/steps.txt.
+# OUTDIR/steps.txt. STEPs (default all: tests dma interference demo) pick some of them, e.g. the peer rows
+# on a two-GPU machine: `bench/gpu_check.sh OUTDIR tests interference`.
 #
-#   bench/gpu_check.sh OUTDIR
+#   bench/gpu_check.sh OUTDIR [STEP...]
 #
 # The gateware tests (tests/fpga) need the `hw` extra (Amaranth, Yosys); where it is not installed they
 # are left out, and the log says so. Conformance on rtl skips by itself without Verilator/cocotb.
 set -uo pipefail
-out=${1:?usage: bench/gpu_check.sh OUTDIR}
+out=${1:?usage: bench/gpu_check.sh OUTDIR [STEP...]}
+shift
+steps=" ${*:-tests dma interference demo} "
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
@@ -38,23 +41,33 @@ if ! step install 90 $python -m pip install --no-deps --no-build-isolation -e . 
     export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
 
+wants() { [[ $steps == *" $1 "* ]]; }
+
 ignore=()
-if ! $python -c "import amaranth" 2>/dev/null; then
+if wants tests && ! $python -c "import amaranth" 2>/dev/null; then
     ignore=(--ignore=tests/fpga)
     echo "tests/fpga left out: Amaranth is not installed here (the hw extra)" | tee "$out/tests.log"
 fi
-ARKDMA_REQUIRE_GPU=1 step tests 180 $python -m pytest -q -rsfE -p no:cacheprovider -m "not slow" "${ignore[@]}" tests \
-    >>"$out/tests.log" 2>&1
-grep -E "^(FAILED|ERROR)|passed|failed" "$out/tests.log" | tail -25
+if wants tests; then
+    ARKDMA_REQUIRE_GPU=1 step tests 180 $python -m pytest -q -rsfE -p no:cacheprovider -m "not slow" "${ignore[@]}" \
+        tests >>"$out/tests.log" 2>&1
+    grep -aE "^(FAILED|ERROR)|passed|failed" "$out/tests.log" | tail -25
+fi
 
-step "bench dma" 190 $arkdma bench dma --engine software --json "$out/dma.json" --plot "$out/dma.png" \
-    >"$out/dma.log" 2>&1
-cut -c1-160 "$out/dma.log" | grep -v "^\s*$" | tail -15
+if wants dma; then
+    step "bench dma" 190 $arkdma bench dma --engine software --json "$out/dma.json" --plot "$out/dma.png" \
+        >"$out/dma.log" 2>&1
+    cut -c1-160 "$out/dma.log" | grep -av "^\s*$" | tail -15
+fi
 
-step "bench interference" 90 $arkdma bench interference --json "$out/interference.json" \
-    --plot "$out/interference.png" >"$out/interference.log" 2>&1
-cut -c1-200 "$out/interference.log" | tail -16
+if wants interference; then
+    step "bench interference" 90 $arkdma bench interference --json "$out/interference.json" \
+        --plot "$out/interference.png" >"$out/interference.log" 2>&1
+    cut -c1-200 "$out/interference.log" | tail -16
+fi
 
-step demo 30 $arkdma demo --plot "$out/demo.png" --json "$out/demo.json" >"$out/demo.log" 2>&1
-cut -c1-160 "$out/demo.log" | tail -12
+if wants demo; then
+    step demo 30 $arkdma demo --plot "$out/demo.png" --json "$out/demo.json" >"$out/demo.log" 2>&1
+    cut -c1-160 "$out/demo.log" | tail -12
+fi
 cat "$out/steps.txt"
