@@ -61,6 +61,21 @@ class Setup:
         await d.set_region(COMPLETION_REGION, self.word, 64, Perm.WRITE)
         await d.set_region(SRC_REGION, self.src, self.total, Perm.READ)
         await d.set_region(DST_REGION, self.dst, self.total + 2 * GUARD, Perm.WRITE)
+        self._record_word_writes()
+
+    def _record_word_writes(self) -> None:
+        """Stamp every write of the completion word with the cycle its data reached memory (polling
+        would blur the times by the poll gap)."""
+        memory, word, tb = self.driver.tb.memory, self.word, self.driver.tb
+        self.word_writes: list[tuple[int, int]] = []
+        write = memory.write
+
+        def recording_write(addr: int, data: bytes) -> None:
+            write(addr, data)
+            if addr <= word < addr + len(data):
+                self.word_writes.append((tb.now_cycles(), self.word_value() & COMPLETION_COUNT_MASK))
+
+        memory.write = recording_write
 
     async def begin(self) -> bytes:
         """Fresh payload and guards, queue (re)enabled at the current index; returns the payload."""
@@ -156,13 +171,12 @@ async def wait_count(driver: SimDriver, setup: Setup, target: int) -> int:
 
 async def stream(driver: SimDriver, setup: Setup, size: int, count: int, notify_every: int) -> dict:
     """`count` back-to-back descriptors of `size` bytes, posted as a GPU producer would: as soon as the
-    completion word frees window slots. Returns the completion word's samples (cycle, completed)."""
+    completion word frees window slots. Returns every write of the completion word (cycle, completed)."""
     slots = driver.geometry.slots
     payload = await setup.begin()
     raw = _descriptors(count, size, notify_every)
     base = setup.start
     posted = done = 0
-    samples: list[tuple[int, int]] = []
     first_doorbell = None
     deadline = driver.tb.now_cycles() + driver.budget
     while done < count:
@@ -175,12 +189,10 @@ async def stream(driver: SimDriver, setup: Setup, size: int, count: int, notify_
                 first_doorbell = driver.tb.now_cycles()
         await driver.tb.cycles(SAMPLE_GAP)
         await setup.check_halt()
-        now_done = (setup.word_value() & COMPLETION_COUNT_MASK) - base
-        if now_done != done:
-            samples.append((driver.tb.now_cycles(), now_done))
-            done = now_done
+        done = (setup.word_value() & COMPLETION_COUNT_MASK) - base
         if driver.tb.now_cycles() > deadline:
             raise EngineTimeout(f"the {size}-byte stream stalled at descriptor {done} of {count}")
     ok = await setup.end(payload, size * count, count)
-    return {"bytes": size, "descriptors": count, "first_doorbell": first_doorbell, "samples": samples,
+    words = [(t, v - base) for t, v in setup.word_writes if 0 < v - base <= count]
+    return {"bytes": size, "descriptors": count, "first_doorbell": first_doorbell, "samples": words,
             "verified": ok}
