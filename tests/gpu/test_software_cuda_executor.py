@@ -17,6 +17,7 @@ from driver.abi import COMPLETION_ERROR_BIT, ErrorCode, Flag, Perm
 from driver.descriptor import Descriptor
 from driver.device import Device
 from driver.errors import QueueError
+from driver.gpu.arrays import register_array
 from driver.scenario import play
 from host.native import EngineArgumentError
 
@@ -235,7 +236,7 @@ def test_peer_gpu_copy(cuda):
             peer = cupy.full(4 * MiB + 128, 0xA5, dtype=cupy.uint8)
             cupy.cuda.Device(1).synchronize()
         rs = dev.register(src, perms=Perm.READ)
-        rp = dev.register(addr=peer.data.ptr, size=peer.nbytes, perms=Perm.WRITE)
+        rp = register_array(dev, peer, perms=Perm.WRITE)  # enables peer access from GPU 0 first
         q = dev.queue()
         q.wait(q.post([Descriptor(rs.id, MiB * i, rp.id, 64 + MiB * i, MiB) for i in range(4)]), timeout=30)
         with cupy.cuda.Device(1):
