@@ -1,6 +1,7 @@
 """The cocotb test module every engine simulation runs: it reads a job (JSON) and writes its result (JSON).
 
-Jobs: {"kind": "scenarios", "scenarios": [...]}, {"kind": "workload", "spec": {...}}, {"kind": "bench", ...}.
+Jobs: {"kind": "scenarios", "scenarios": [...]}, {"kind": "workload", "spec": {...}}, {"kind": "bench", ...},
+{"kind": "batch", "jobs": [...]} (see sim/stress_jobs.py).
 The job file is named by ARKDMA_SIM_JOB, the result file by ARKDMA_SIM_RESULT; both are written and read
 by sim/provider.py and sim/bench.py, which start the simulator.
 """
@@ -13,9 +14,8 @@ from pathlib import Path
 
 import cocotb
 
-from driver.scenario import Scenario
+from sim import stress_jobs
 from sim.driver_model import SimDriver
-from sim.scenario_player import AsyncScenarioPlayer
 from sim.tb import EngineTB, Timing
 
 
@@ -29,13 +29,13 @@ async def start(dut, timing: Timing) -> SimDriver:
 
 async def play_scenarios(dut, job: dict) -> dict:
     driver = await start(dut, Timing(**job.get("timing", {})))
-    outcomes = {}
-    for raw in job["scenarios"]:
-        scenario = Scenario.from_json(raw)
-        driver.tb.memory.clear()
-        await driver.reset()
-        outcomes[scenario.name] = (await AsyncScenarioPlayer(driver, scenario).play()).to_json()
-    return {"outcomes": outcomes}
+    return await stress_jobs.play_scenarios(driver, job["scenarios"])
+
+
+async def batch(dut, job: dict) -> dict:
+    """Several jobs on one testbench in one simulator run, each under its own pauses (sim/stress_jobs.py)."""
+    driver = await start(dut, Timing(**job.get("timing", {})))
+    return {"results": await stress_jobs.run_batch(driver, job["jobs"])}
 
 
 async def workload(dut, job: dict) -> dict:
@@ -72,7 +72,7 @@ async def bench(dut, job: dict) -> dict:
     return {"single": single, "stream": streamed, "cycles": driver.tb.now_cycles()}
 
 
-JOBS = {"scenarios": play_scenarios, "workload": workload, "bench": bench}
+JOBS = {"scenarios": play_scenarios, "workload": workload, "bench": bench, "batch": batch}
 
 
 @cocotb.test()

@@ -1,0 +1,139 @@
+"""Simulator jobs that stress the engine: several jobs on one testbench (one simulator start), idle and
+backpressure on every AXI channel, and a global reset with descriptors in flight.
+
+A batch job is {"kind": "batch", "timing": {...}, "jobs": [job, ...]}; each job in it is
+  {"kind": "scenarios", "scenarios": [...], "pause": PAUSE?}        as sim/session.py's, under pauses
+  {"kind": "reset_in_flight", "scenario": ..., "reset_after": N, "settle": N, "then": ..., "pause": PAUSE?}
+PAUSE is {"kind": "random", "probability": p, "seed": s} (each cycle a channel pauses with probability p) or
+{"kind": "periodic", "run": a, "idle": b} (a cycles of traffic, then b cycles of idle, on every channel).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator
+
+from driver.scenario import Scenario
+from sim.driver_model import SimDriver
+from sim.scenario_player import AsyncScenarioPlayer
+from sim.tb import EngineTB
+
+
+def pause_factory(spec: dict | None) -> Callable[[], Iterator[bool]] | None:
+    """A maker of pause generators (one per channel, each with its own seed or phase), or None for no pauses."""
+    if not spec:
+        return None
+    counter = itertools.count()
+    if spec["kind"] == "random":
+        p = float(spec["probability"])
+        if not 0 <= p < 1:
+            raise ValueError(f"pause probability must be in [0, 1), not {p}")
+
+        def make() -> Iterator[bool]:
+            rng = random.Random(f"{spec.get('seed', 0)}-{next(counter)}")
+            while True:
+                yield rng.random() < p
+        return make
+    if spec["kind"] == "periodic":
+        run, idle = int(spec["run"]), int(spec["idle"])
+        if run < 1 or idle < 0:
+            raise ValueError(f"periodic pauses need run >= 1 and idle >= 0, not {run}/{idle}")
+
+        def make() -> Iterator[bool]:
+            phase = next(counter) * 3  # channels out of step with each other
+            pattern = [False] * run + [True] * idle
+            return itertools.islice(itertools.cycle(pattern), phase % len(pattern), None)
+        return make
+    raise ValueError(f"pause kind must be 'random' or 'periodic', not {spec['kind']!r}")
+
+
+def apply_pauses(tb: EngineTB, spec: dict | None) -> None:
+    """Idle (sources) and backpressure (sinks) on every channel: host memory's five, the BAR's register
+    port and its window port (both directions). None removes them."""
+    make = pause_factory(spec)
+    tb.host.set_pause(make)
+    for master in (tb.csr, tb.win):
+        for ch in (master.write_if.aw_channel, master.write_if.w_channel, master.write_if.b_channel,
+                   master.read_if.ar_channel, master.read_if.r_channel):
+            ch.set_pause_generator(make() if make else None)
+
+
+async def play_scenarios(driver: SimDriver, scenarios: list[dict]) -> dict:
+    """Each scenario from a clean engine (reset, memory cleared); {name: Outcome as JSON}."""
+    outcomes = {}
+    for raw in scenarios:
+        scenario = Scenario.from_json(raw)
+        driver.tb.memory.clear()
+        await driver.reset()
+        outcomes[scenario.name] = (await AsyncScenarioPlayer(driver, scenario).play()).to_json()
+    return {"outcomes": outcomes}
+
+
+async def reset_in_flight(driver: SimDriver, job: dict) -> dict:
+    """Plays `scenario`'s steps (set-up and posts that fit the windows), lets the engine run `reset_after`
+    cycles, resets it (CONTROL.RESET, polled until done), watches memory `settle` more cycles, then plays
+    `then` on the engine as the reset left it (regions and queues programmed again, no second reset).
+
+    Returns the memory writes seen after the reset finished (there must be none), the buffers, completion
+    words and counters as the reset left them, and the outcome of `then`."""
+    tb = driver.tb
+    tb.memory.clear()
+    await driver.reset()
+    writes: list[tuple[int, int, int]] = []  # (cycle, bus address, bytes)
+    write = tb.memory.write
+
+    def recording(addr: int, data: bytes) -> None:
+        writes.append((tb.now_cycles(), addr, len(data)))
+        write(addr, data)
+
+    tb.memory.write = recording
+    try:
+        first = AsyncScenarioPlayer(driver, Scenario.from_json(job["scenario"]))
+        await first.run_steps()
+        await tb.cycles(int(job["reset_after"]))
+        at_reset = await driver.counters()
+        writes_at_reset = len(writes)
+        await driver.reset()
+        reset_done = tb.now_cycles()
+        after = await driver.counters()
+        queues = [await driver.queue_state(q) for q in range(driver.geometry.num_queues)]
+        errlog = await driver.error_log()
+        await tb.cycles(int(job["settle"]))
+        buffers = {name: tb.memory.read(addr, size).hex() for name, (addr, size) in first.buffers.items()}
+        late = [w for w in writes if w[0] > reset_done]
+        then = (await AsyncScenarioPlayer(driver, Scenario.from_json(job["then"])).play()).to_json()
+    finally:
+        tb.memory.write = write
+    return {
+        "completed_at_reset": at_reset.descriptors, "writes_at_reset": writes_at_reset,
+        "late_writes": late, "buffers": buffers,
+        "counters_after": [after.descriptors, after.bytes],
+        "queues_after": [{"enabled": q.enabled, "halted": q.halted, "busy": q.busy,
+                          "completion_word": q.completion_word} for q in queues],
+        "errlog_after": len(errlog), "then": then,
+    }
+
+
+DRIVER_JOBS = {"scenarios": lambda driver, job: play_scenarios(driver, job["scenarios"]),
+               "reset_in_flight": reset_in_flight}
+
+
+async def run_batch(driver: SimDriver, jobs: list[dict]) -> list[dict]:
+    """The jobs one after the other on one testbench, each under its own pauses."""
+    log = logging.getLogger("cocotb.arkdma.batch")
+    results = []
+    for k, job in enumerate(jobs):
+        if job["kind"] not in DRIVER_JOBS:
+            raise ValueError(f"a batch runs {', '.join(DRIVER_JOBS)} jobs, not {job['kind']!r}")
+        t0, c0 = time.monotonic(), driver.tb.now_cycles()
+        apply_pauses(driver.tb, job.get("pause"))
+        try:
+            results.append(await DRIVER_JOBS[job["kind"]](driver, job))
+        finally:
+            apply_pauses(driver.tb, None)
+        log.info("batch job %d/%d (%s%s): %d cycles in %.1f s", k + 1, len(jobs), job["kind"],
+                    ", paused" if job.get("pause") else "", driver.tb.now_cycles() - c0, time.monotonic() - t0)
+    return results
