@@ -15,7 +15,8 @@ class WriteData(wiring.Component):
     """One beat a cycle. Entries arrive in burst order from the write planner, which issued them only
     once their rows were filled. A descriptor's beats consume its rows in order: beat j combines the
     two rows that hold its destination lanes (`preload` reads one row ahead first when the source
-    starts in a later lane than the destination). Rows are freed as they are read; a DISCARD entry
+    starts in a later lane than the destination; in the same lane, beat j is row j). Rows are freed
+    as they are read; a DISCARD entry
     frees the rest of a failed or dropped descriptor once its reads have all landed.
 
     Pipeline: token (row read issued) -> A (row arrives) -> W register. A stalled W channel holds
@@ -108,7 +109,8 @@ class WriteData(wiring.Component):
         prev = Signal(p.data_width)
         ra = m.submodules.realign = Realigner(p.data_width)
         m.d.comb += [
-            ra.prev.eq(prev), ra.cur.eq(self.rd_data), ra.shift.eq(a_shift),
+            # same lanes: beat j is row j as read (no preload, so no bubble between descriptors)
+            ra.prev.eq(Mux(a_shift == 0, self.rd_data, prev)), ra.cur.eq(self.rd_data), ra.shift.eq(a_shift),
             ra.first.eq(a_first_beat), ra.first_lane.eq(a_first_lane),
             ra.last.eq(a_last_beat), ra.last_lane.eq(a_last_lane),
         ]

@@ -55,7 +55,8 @@ class WritePlanner(wiring.Component):
         beats_left = Signal(rp)
         j = Signal(rp)  # descriptor beat index of the next burst's first beat
         first = Signal()
-        b_neg = Signal()  # source lane < destination lane: beat j needs rows j-1 and j (else j and j+1)
+        # source lane < destination lane: beat j needs rows j-1 and j; same lane: row j alone; else j and j+1
+        b_neg = Signal()
         shift, first_lane, last_lane = Signal(lanes), Signal(lanes), Signal(lanes)
 
         # --- the next burst of the current copy -------------------------------------------
@@ -71,7 +72,7 @@ class WritePlanner(wiring.Component):
         reach = Signal(rp)
         m.d.comb += [
             last_burst.eq(beats == beats_left),
-            reach.eq(j + beats - b_neg),
+            reach.eq(j + beats - (b_neg | (shift == 0))),
             need.eq(Mux(reach < cur.nrows - 1, reach, cur.nrows - 1)),
         ]
         have = Signal(rp)
@@ -98,7 +99,7 @@ class WritePlanner(wiring.Component):
             ce.queue.eq(cur.queue), ce.index.eq(cur.index), ce.cookie.eq(cur.cookie), ce.code.eq(cur.code),
             ce.notify.eq(cur.notify), ce.length.eq(cur.length),
             we.row0.eq(cur.row0), we.nrows.eq(cur.nrows), we.first.eq(first), we.last.eq(last_burst),
-            we.preload.eq(~b_neg & (cur.nrows != 0)), we.shift.eq(shift),
+            we.preload.eq(~b_neg & (shift != 0) & (cur.nrows != 0)), we.shift.eq(shift),
             we.first_lane.eq(first_lane), we.last_lane.eq(last_lane), we.imm.eq(cur.src_addr),
         ]
         finish = Signal()
