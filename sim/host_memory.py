@@ -165,3 +165,5 @@ class HostMemoryPort:
         """Backpressure and idle cycles on every channel: each gets its own generator of pause bits."""
         for ch in self.channels:
             ch.set_pause_generator(generator_factory() if generator_factory else None)
+            if not generator_factory:
+                ch.pause = False  # removing a generator leaves the channel as its last value left it

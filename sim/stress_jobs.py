@@ -59,6 +59,8 @@ def apply_pauses(tb: EngineTB, spec: dict | None) -> None:
         for ch in (master.write_if.aw_channel, master.write_if.w_channel, master.write_if.b_channel,
                    master.read_if.ar_channel, master.read_if.r_channel):
             ch.set_pause_generator(make() if make else None)
+            if not make:
+                ch.pause = False  # removing a generator leaves the channel as its last value left it
 
 
 async def play_scenarios(driver: SimDriver, scenarios: list[dict]) -> dict:

@@ -79,11 +79,15 @@ def test_intervals_are_ordered_and_plausible(traced):
             assert t.last_write_response - t.doorbell >= LATENCY - 2, t
             continue
         assert t.doorbell < t.first_read < t.last_write_response, t
-        assert 0 < t.doorbell_to_read <= 32, t
+        assert t.doorbell_to_read > 0, t
         # Data comes back a read latency after the request and is answered a write latency after its last
         # beat; at worst it waits behind every other beat of the run (one R and one in-order B channel).
         assert 2 * LATENCY - 4 <= t.read_to_last_response <= 2 * LATENCY + 2 * all_beats + 64, t
-        assert 0 <= t.response_to_counter <= 64, t
+        if t.flags & Flag.NOTIFY:  # a NOTIFY descriptor's word follows its last response at once
+            assert t.response_to_counter <= 64, t
+    # the first descriptor finds the engine idle: its read starts within a few cycles of the doorbell
+    # (later ones may wait for buffer space behind earlier copies)
+    assert 0 < report.descriptors[0].doorbell_to_read <= 16
     tp = report.throughput()
     assert tp.payload_bytes == sum(d["length"] for _, d in posted), "strobed bytes written must be the payload"
     assert tp.descriptors == len(posted) and tp.gbps > 0
