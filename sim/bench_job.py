@@ -17,28 +17,33 @@ SAMPLE_GAP = 4  # cycles between two looks at the completion word during a strea
 
 class BusMonitor:
     """Cycle stamps of handshakes on the engine's ports, sampled at every rising edge while running:
-    doorbell writes taken by the BAR (AXI-Lite W), read requests (AR), writes to one address (AW)."""
+    doorbell writes taken by the BAR (the later of the AXI-Lite AW and W handshakes), read requests
+    (AR), and write bursts to the bus word holding one address (AW)."""
 
     def __init__(self, driver: SimDriver, doorbell_addr: int, watch_addr: int):
         self.driver, self.dut = driver, driver.tb.dut
-        self.doorbell_addr, self.watch_addr = doorbell_addr, watch_addr
+        self.doorbell_addr = doorbell_addr
+        self.watch_addr = watch_addr & ~(len(self.dut.mem__wdata) // 8 - 1)
         self.doorbells: list[int] = []
         self.reads: list[int] = []
         self.watched_writes: list[int] = []
         self.running = False
-        self._aw_doorbell = False
 
     async def run(self) -> None:
         d = self.dut
+        aw_doorbell = w_taken = None  # cycles of the halves of a register write seen so far
         self.running = True
         while self.running:
             await RisingEdge(d.clk)
             now = self.driver.tb.now_cycles()
             if int(d.csr__awvalid.value) and int(d.csr__awready.value):
-                self._aw_doorbell = int(d.csr__awaddr.value) == self.doorbell_addr
-            if int(d.csr__wvalid.value) and int(d.csr__wready.value) and self._aw_doorbell:
-                self.doorbells.append(now)
-                self._aw_doorbell = False
+                aw_doorbell = now if int(d.csr__awaddr.value) == self.doorbell_addr else -1
+            if int(d.csr__wvalid.value) and int(d.csr__wready.value):
+                w_taken = now
+            if aw_doorbell is not None and w_taken is not None:
+                if aw_doorbell >= 0:
+                    self.doorbells.append(max(aw_doorbell, w_taken))
+                aw_doorbell = w_taken = None
             if int(d.mem__arvalid.value) and int(d.mem__arready.value):
                 self.reads.append(now)
             if int(d.mem__awvalid.value) and int(d.mem__awready.value) and int(d.mem__awaddr.value) == self.watch_addr:
@@ -193,6 +198,9 @@ async def stream(driver: SimDriver, setup: Setup, size: int, count: int, notify_
         if driver.tb.now_cycles() > deadline:
             raise EngineTimeout(f"the {size}-byte stream stalled at descriptor {done} of {count}")
     ok = await setup.end(payload, size * count, count)
-    words = [(t, v - base) for t, v in setup.word_writes if 0 < v - base <= count]
+    words: list[tuple[int, int]] = []  # the first write of each new count (later ones repeat it: dry, disable)
+    for t, v in setup.word_writes:
+        if 0 < v - base <= count and (not words or v - base > words[-1][1]):
+            words.append((t, v - base))
     return {"bytes": size, "descriptors": count, "first_doorbell": first_doorbell, "samples": words,
             "verified": ok}
