@@ -220,7 +220,7 @@ def plot(result: dict, path: Path) -> None:
     ax.plot(sizes, [r["gbps"] for r in result["rows"]], "o-", label="GB/s (steady)")
     ax.axhline(result["line_rate_gbps"], color="grey", ls="--", lw=1, label="line rate")
     ax.set(xscale="log", xlabel="bytes per descriptor", ylabel="GB/s", ylim=(0, result["line_rate_gbps"] * 1.1))
-    ax.set_xticks(sizes, [_size_label(s) for s in sizes])
+    ax.set_xticks(sizes, [_size_label(s) for s in sizes], rotation=30, fontsize=8)
     frac = ax.twinx()
     frac.plot(sizes, [r["line_rate_fraction"] for r in result["rows"]], "s:", color="tab:orange",
               label="fraction of line rate")
