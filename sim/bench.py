@@ -1,4 +1,4 @@
-"""`arkdma sim bench`: throughput against message size, latency and front-end figures of the simulated engine; table, JSON, plot."""
+"""`arkdma sim bench`: throughput against message size, latency and front-end figures of the simulated engine."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The modelled end-to-end latency of one GPU-driven descriptor: PCIe terms from measured baselines around the simulated engine."""
+"""Modelled end-to-end latency of one GPU-driven descriptor: measured PCIe terms around the simulated engine."""
 
 from __future__ import annotations
 
