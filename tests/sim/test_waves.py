@@ -106,6 +106,7 @@ def test_cli_prints_and_writes_json(traced, tmp_path, capsys):
 
 
 def test_missing_or_foreign_vcd_is_a_clear_error(tmp_path):
+    pytest.importorskip("vcdvcd", reason="the hw extra (vcdvcd) is not installed here")
     from sim.waves import WaveformError, measure
 
     with pytest.raises(WaveformError, match="ARKDMA_WAVES=1"):
