@@ -42,7 +42,9 @@ class Device:
     def _completion_slot(self, queue: int) -> tuple[Buffer, RegionHandle, int]:
         if self._completions is None:
             size = self.geometry.num_queues * COMPLETION_STRIDE
-            self._completions = self.alloc(size, self.backend.completion_placement)
+            # This producer is a CPU thread, so its completion words live in host memory, where it polls
+            # them without a copy (GPU producers put theirs in GPU memory: driver/gpu/queue.py).
+            self._completions = self.alloc(size, "host")
             self._completions.write(0, bytes(size))
             self._completion_region = self.regions.register(self._completions, perms=Perm.WRITE)
         return self._completions, self._completion_region, queue * COMPLETION_STRIDE

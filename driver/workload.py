@@ -14,6 +14,7 @@ from driver.dtypes import DESCRIPTOR_DTYPE
 
 GUARD = 64  # bytes of guard pattern on each side of every destination
 GUARD_BYTE = 0xA5
+_PLACES = {"host": "host memory", "device": "GPU memory"}
 
 
 @dataclass(frozen=True)
@@ -77,16 +78,20 @@ def descriptor_stream(n: int, size: int, src_region: int, dst_region: int, dst_o
     return d
 
 
-def run_on_backend(backend: Backend, spec: WorkloadSpec = WorkloadSpec(), placement: str = "host") -> WorkloadResult:
-    """Run the workload through the CPU-side producer on an in-process engine, timed by the wall clock."""
+def run_on_backend(backend: Backend, spec: WorkloadSpec = WorkloadSpec(), src_placement: str = "host",
+                   dst_placement: str = "host") -> WorkloadResult:
+    """Run the workload through the CPU-side producer on an in-process engine, timed by the wall clock.
+    Placements are the backend's ("host", or "device" for GPU memory where the engine reaches it)."""
     rng = np.random.default_rng(spec.seed)
     result = WorkloadResult(backend.name)
+    if (src_placement, dst_placement) != ("host", "host"):
+        result.notes.append(f"copies from {_PLACES[src_placement]} to {_PLACES[dst_placement]}")
     device = Device(backend)
     for size in spec.sizes:
         n = spec.descriptors_for(size)
         total = n * size
-        src = device.alloc(total, placement)
-        dst = device.alloc(total + 2 * GUARD, placement)
+        src = device.alloc(total, src_placement)
+        dst = device.alloc(total + 2 * GUARD, dst_placement)
         payload = rng.integers(0, 256, total, dtype=np.uint8).tobytes()
         src.write(0, payload)
         dst.write(0, bytes([GUARD_BYTE]) * (total + 2 * GUARD))

@@ -49,3 +49,10 @@ class CudaProvider(EngineProvider):
         from host.engine import SoftwareEngine
 
         return SoftwareEngine("cuda", **params)
+
+    def run_workload(self, spec, **params):
+        """The demo's workload as a GPU offloads: GPU memory to pinned host memory, over the copy engines."""
+        from driver.workload import run_on_backend
+
+        with self.open(**params) as backend:
+            return run_on_backend(backend, spec, src_placement="device", dst_placement="host")

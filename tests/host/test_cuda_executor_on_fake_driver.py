@@ -5,6 +5,7 @@ the reasons software-cuda gives when the driver, a GPU or a needed feature is mi
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -77,3 +78,16 @@ def test_software_host_says_when_the_library_is_not_built(monkeypatch, tmp_path)
     monkeypatch.setattr(native, "LIBRARY", tmp_path / "libarkdma_engine.so")
     reason = HostProvider().unavailable_reason()
     assert "not built" in reason and "pip install -e ." in reason
+
+
+def test_demo_on_software_cuda_offloads_gpu_memory_to_host(fake_libcuda, tmp_path):
+    out = tmp_path / "demo.json"
+    proc = run_python(
+        ["-m", "ark_runtime.cli.main", "demo", "--engine", "software-cuda", "--sizes", "64,4096,65536",
+         "--bytes-per-size", "262144", "--plot", str(tmp_path / "demo.png"), "--json", str(out)],
+        {"ARKDMA_LIBCUDA": str(fake_libcuda), "ARKDMA_FAKE_CUDA_JITTER_US": "30", "COLUMNS": "200"},
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    assert "copies from GPU memory to host memory" in proc.stdout
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["bytes"] for r in rows] == [64, 4096, 65536] and all(r["verified"] for r in rows)
