@@ -19,7 +19,7 @@ The rules it encodes (docs/abi.md repeats them for people):
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from driver.abi import (
     COMPLETION_BYTES,

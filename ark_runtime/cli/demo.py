@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -10,38 +9,19 @@ from rich.console import Console
 from rich.table import Table
 
 from ark_runtime import engines
+from ark_runtime.cli.arguments import byte_sizes, positive_int
 from driver.workload import WorkloadResult, WorkloadSpec
 
 
 def register(sub) -> None:
     p = sub.add_parser("demo", help="run the standard DMA workload on the best engine available and check every byte")
     p.add_argument("--engine", choices=engines.known(), help="force an engine (default: the best available)")
-    p.add_argument("--sizes", type=_sizes, help="bytes per descriptor, comma-separated (e.g. 64,4096,1048576)")
-    p.add_argument("--bytes-per-size", type=_positive, default=WorkloadSpec.bytes_per_size,
+    p.add_argument("--sizes", type=byte_sizes, help="bytes per descriptor, comma-separated (e.g. 64,4096,1048576)")
+    p.add_argument("--bytes-per-size", type=positive_int, default=WorkloadSpec.bytes_per_size,
                    help="bytes moved per size (default 4 MiB; at most 1024 descriptors)")
     p.add_argument("--plot", type=Path, default=Path("out/demo.png"), help="PNG to write (default out/demo.png)")
     p.add_argument("--json", type=Path, help="also write the rows as JSON")
     p.set_defaults(func=run)
-
-
-def _sizes(text: str) -> tuple[int, ...]:
-    try:
-        sizes = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        sizes = ()
-    if not sizes or any(not 0 < s <= 1 << 30 for s in sizes):
-        raise argparse.ArgumentTypeError(f"want sizes in bytes (1 .. 1 GiB) separated by commas, like 64,4096; not {text!r}")
-    return sizes
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"want a positive number of bytes, not {text!r}")
-    return value
 
 
 def table(result: WorkloadResult) -> Table:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ark_runtime.cli.arguments import byte_sizes, positive_int
 from ark_runtime.cli.rtl import add_param_options, params_from
 from driver.errors import ArkdmaError
 
@@ -28,33 +29,13 @@ def _register_bench(ssub) -> None:
     b.add_argument("--clock-mhz", type=float, default=None, help="engine clock (default 250)")
     b.add_argument("--round-trip-ns", type=float, default=None,
                    help="memory round trip: read address -> first data, last write beat -> write response (default 1770)")
-    b.add_argument("--sizes", type=_sizes, default=None, help="bytes per descriptor, comma-separated "
+    b.add_argument("--sizes", type=byte_sizes, default=None, help="bytes per descriptor, comma-separated "
                    "(default 64,256,1024,4096,8192,65536,1048576)")
-    b.add_argument("--total-bytes", type=_positive, default=None, help="bytes streamed per size (default 4 MiB)")
-    b.add_argument("--min-descriptors", type=_positive, default=None,
+    b.add_argument("--total-bytes", type=positive_int, default=None, help="bytes streamed per size (default 4 MiB)")
+    b.add_argument("--min-descriptors", type=positive_int, default=None,
                    help="at least this many descriptors per size, whatever --total-bytes says (default 4)")
     add_param_options(b)
     b.set_defaults(func=run_bench)
-
-
-def _sizes(text: str) -> tuple[int, ...]:
-    try:
-        sizes = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        sizes = ()
-    if not sizes or any(s <= 0 for s in sizes):
-        raise argparse.ArgumentTypeError(f"want positive sizes in bytes separated by commas, like 64,4096; not {text!r}")
-    return sizes
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"want a positive integer, not {text!r}")
-    return value
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -83,7 +64,7 @@ def _register_waves(ssub) -> None:
                     "write burst and to the completion-counter write that covers it; then the interval summary and "
                     "the payload throughput from the first doorbell to the last counter write (or --start/--end).")
     w.add_argument("vcd", type=Path, metavar="FILE.vcd", help="waveform of the arkdma_engine top level")
-    w.add_argument("--slots", type=_positive, default=None,
+    w.add_argument("--slots", type=positive_int, default=None,
                    help="window slots per queue (default: read from the driver's identity reads in the VCD)")
     w.add_argument("--start", type=int, default=None, metavar="CYCLE", help="throughput window start")
     w.add_argument("--end", type=int, default=None, metavar="CYCLE", help="throughput window end (exclusive)")

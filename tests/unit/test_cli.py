@@ -46,3 +46,13 @@ def test_demo_refuses_bad_sizes_with_an_example(sizes, capsys):
         main(["demo", "--sizes", sizes])
     assert info.value.code == 2
     assert "like 64,4096" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["sim", "bench", "--sizes", "0,64"], ["sim", "bench", "--sizes", str(2 << 30)],
+                                  ["demo", "--bytes-per-size", "0"], ["sim", "bench", "--total-bytes", "x"]])
+def test_size_and_count_options_are_refused_with_what_they_want(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "like 64,4096" in err or "want a positive integer" in err
