@@ -351,3 +351,48 @@ def test_cupy_and_torch_memory_as_regions(gpu, through):
         torch.cuda.synchronize()
         assert DeviceCode(int(out.get()[0])) == DeviceCode.OK
         assert np.array_equal(dst.cpu().numpy(), cupy.asnumpy(src))
+
+
+def test_pre_armed_plan_rounds_started_by_the_gpu_copy_what_it_wrote(gpu):
+    """200 rounds, each: the kernel writes a new pattern, starts the round, waits, and checks the copy in
+    host memory; the engine arms 8 rounds ahead and tops up as they retire."""
+    from driver.gpu.plan import GpuPlan
+
+    n, rounds = 1024, 200
+    with engine() as dev:
+        src = dev.alloc(n * 8, "device")
+        dst = guarded(dev, n * 8 + 128, "host")
+        rs, rd = dev.register(src, perms=Perm.READ), dev.register(dst, perms=Perm.WRITE)
+        d = np.zeros(1, DESCRIPTOR_DTYPE)
+        d[0] = (0, 64, n * 8, rs.id, rd.id, 0, 0, 0)
+        with GpuPlan(dev, d, depth=8) as plan:
+            plan.arm(rounds)
+            out = out_array()
+            s = launch(gpu.get_function("plan_rounds"), 1, 32,
+                       (plan.handle(), u64(src.addr), u64(dst.addr + 64), u32(n), u32(rounds), out))
+            finish(s, 30, [plan])
+            rc, done, bad, failed_at = (int(v) for v in out.get())
+            assert (DeviceCode(rc), done, bad) == (DeviceCode.OK, rounds, 0), (plan.status().describe(), failed_at)
+            assert plan.state().completed == rounds and plan.done_word() == rounds
+        raw = dst.read(0, dst.size)
+        assert raw[:64] == bytes([GUARD]) * 64 and raw[64 + n * 8:] == bytes([GUARD]) * 64
+
+
+def test_plan_handle_refuses_posts_and_an_unarmed_round_times_out(gpu):
+    from driver.gpu.plan import GpuPlan
+
+    with engine() as dev:
+        src, dst = dev.alloc(4096, "device"), dev.alloc(4096, "host")
+        rs, rd = dev.register(src, perms=Perm.READ), dev.register(dst, perms=Perm.WRITE)
+        d = np.zeros(1, DESCRIPTOR_DTYPE)
+        d[0] = (0, 0, 64, rs.id, rd.id, 0, 0, 0)
+        with GpuPlan(dev, d, budget_s=0.05) as plan:  # never armed
+            out = out_array()
+            desc = np.frombuffer(Descriptor(rs.id, 0, rd.id, 0, 64).pack(), dtype=DESCRIPTOR_DTYPE)
+            s = launch(gpu.get_function("plan_misuse"), 1, 32, (plan.handle(), desc, out))
+            finish(s, 10, [plan])
+            codes = [DeviceCode(int(v)) for v in out.get()[:3]]
+            assert codes == [DeviceCode.BAD_ARGUMENT, DeviceCode.OK, DeviceCode.TIMEOUT]
+            st = plan.status()
+            assert st.code == DeviceCode.TIMEOUT and st.site == Site.WAIT and st.queue == plan.id
+            assert st.describe().startswith(f"plan {plan.id}: TIMEOUT")
