@@ -220,8 +220,7 @@ class SoftwareRig:
                    copies_per_descriptor=copies, engine_issue_us=issue_us)
 
 
-    def plan_rounds(self, direction: str, nbytes: int, inflight: int, iterations: int, warmup: int = 20,
-                    depth: int | None = None) -> Row:
+    def plan_rounds(self, direction: str, nbytes: int, inflight: int, iterations: int, warmup: int = 20) -> Row:
         """Rounds of a pre-armed plan of `inflight` contiguous copies of `nbytes`: start, then wait."""
         from driver.dtypes import DESCRIPTOR_DTYPE
         from driver.gpu.plan import GpuPlan
@@ -232,7 +231,7 @@ class SoftwareRig:
         offsets = np.arange(inflight, dtype=np.uint64) * np.uint64(nbytes)
         d["src_offset"], d["dst_offset"], d["length"] = offsets, offsets, nbytes
         d["src_region"], d["dst_region"] = src, dst
-        depth = depth or max(1, min(8, 300 // (inflight + 3)))
+        depth = max(1, min(8, 300 // (inflight + 4)))
         ns, clk = cp.zeros(iterations, cp.uint64), cp.zeros(iterations, cp.int64)
         span, result = cp.zeros(2, cp.uint64), cp.zeros(2, cp.uint64)
         with GpuPlan(self.device, d, depth=depth, budget_s=self.budget_s) as plan:
