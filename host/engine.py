@@ -316,14 +316,12 @@ class SoftwareEngine(Backend):
         return PlanState(st.requested, st.armed, st.completed, bool(st.failed))
 
     def close_plan(self, plan: int, timeout: float = 1.0) -> int:
-        """Closes a plan once its producer is done: rounds the GPU triggered get `timeout` to land. An enqueued
-        wait cannot be withdrawn and a stream blocked on one would hang every later device-wide sync, so
-        rounds armed but never triggered are released and run their copies (validated, inside the plan's
-        regions) before the plan goes; arm only the rounds the program starts. Returns how many ran so."""
-        released = ctypes.c_uint64(0)
-        native.check(self._lib.arkdma_sw_plan_close(self._ptr, plan, ctypes.byref(released), timeout),
+        """Closes a plan: rounds the GPU triggered get `timeout` to land; rounds armed but never triggered
+        are fenced off for good. Returns how many rounds were fenced off."""
+        abandoned = ctypes.c_uint64(0)
+        native.check(self._lib.arkdma_sw_plan_close(self._ptr, plan, ctypes.byref(abandoned), timeout),
                      f"close plan {plan}")
-        return released.value
+        return abandoned.value
 
     # --- observation ------------------------------------------------------------------------
     def queue_state(self, queue: int) -> QueueState:

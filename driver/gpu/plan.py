@@ -23,7 +23,7 @@ from driver.gpu.status import DeviceStatus, StatusRecord
 class GpuPlan:
     """A plan of fixed copies (DESCRIPTOR_DTYPE, flags 0) that GPU code starts round by round, with no CPU
     between its trigger and the copies. `arm(rounds)` says how many rounds the program will start; up to
-    `depth` wait armed ahead. `close()` (after the kernel) runs out any round armed but never started."""
+    `depth` wait armed ahead. `close()` fences off rounds armed but never started."""
 
     def __init__(self, device: Device, descriptors: np.ndarray, *, depth: int = 8,
                  budget_s: float = DEFAULT_BUDGET_S):
@@ -78,7 +78,7 @@ class GpuPlan:
         self._record.abort()
 
     def close(self, timeout: float = 1.0) -> int:
-        """Closes the plan; returns how many armed rounds the GPU never started (they ran at close)."""
+        """Closes the plan; returns how many armed rounds were never started and are now fenced off."""
         if not self._open:
             return 0
         self._open = False

@@ -237,9 +237,9 @@ ARKDMA_API int arkdma_sw_plan_state(Engine* e, uint32_t id, arkdma_sw_plan_statu
   return done(rc, error);
 }
 
-ARKDMA_API int arkdma_sw_plan_close(Engine* e, uint32_t id, uint64_t* released, double timeout) {
+ARKDMA_API int arkdma_sw_plan_close(Engine* e, uint32_t id, uint64_t* abandoned, double timeout) {
   std::string error;
-  int rc = e->close_plan(id, *released, timeout, error);
+  int rc = e->close_plan(id, *abandoned, timeout, error);
   return done(rc, error);
 }
 

@@ -652,8 +652,8 @@ int Engine::check_plan(uint32_t id, std::string& error) const {
 
 void Engine::close_all_plans(Deadline deadline) {
   for (const auto& entry : plan_regions_) {
-    uint64_t released = 0;
-    executor_->plan_close(entry.first, deadline, released);
+    uint64_t abandoned = 0;
+    executor_->plan_close(entry.first, deadline, abandoned);
   }
   plan_regions_.clear();
 }
@@ -741,7 +741,7 @@ int Engine::plan_state(uint32_t id, PlanStateOut& out, double timeout, std::stri
   return rc;
 }
 
-int Engine::close_plan(uint32_t id, uint64_t& released, double timeout, std::string& error) {
+int Engine::close_plan(uint32_t id, uint64_t& abandoned, double timeout, std::string& error) {
   auto why = std::make_shared<std::string>();
   auto left = std::make_shared<uint64_t>(0);
   int rc = call(
@@ -753,7 +753,7 @@ int Engine::close_plan(uint32_t id, uint64_t& released, double timeout, std::str
       },
       timeout + 1.0, error);
   if (!why->empty()) error = *why;
-  released = *left;
+  abandoned = *left;
   return rc;
 }
 

@@ -107,7 +107,7 @@ constexpr uint32_t PLAN_MAX_COPIES = 256;
 constexpr uint32_t PLAN_MAX_DEPTH = 64;
 // Operations one stream holds before the driver blocks the caller (about 340 measured on an H100).
 constexpr uint32_t PLAN_MAX_STREAM_OPS = 300;
-constexpr uint32_t PLAN_OPS_PER_ROUND = 3;  // the wait, the done write, an event record (plus the copies)
+constexpr uint32_t PLAN_OPS_PER_ROUND = 4;  // two waits, the done write, an event record (plus the copies)
 
 // Indices of Engine::stats(); names in host/native.py.
 enum Stat : int {
@@ -170,11 +170,9 @@ class Executor {
                         PlanWords& /*out*/);
   virtual int plan_arm(uint32_t /*id*/, uint64_t /*rounds*/) { return UNAVAILABLE; }
   virtual int plan_state(uint32_t /*id*/, PlanStateOut& /*out*/) { return UNAVAILABLE; }
-  // Closes a plan. An enqueued wait cannot be taken back, and a stream left blocked on one would hang every
-  // later device-wide synchronization (cuMemFree among them): rounds armed but never triggered are released
-  // and run their copies (validated, inside the plan's regions; `released` says how many) before the
-  // plan's stream and words go.
-  virtual int plan_close(uint32_t /*id*/, Deadline /*deadline*/, uint64_t& /*released*/) { return UNAVAILABLE; }
+  // Closes a plan. Rounds armed but never triggered cannot be taken back: they are fenced off for good
+  // (`abandoned` says how many) and their words are kept, so no later write can start them.
+  virtual int plan_close(uint32_t /*id*/, Deadline /*deadline*/, uint64_t& /*abandoned*/) { return UNAVAILABLE; }
   // Retires finished rounds and arms more; called from the poll loop, must be cheap.
   virtual void plan_progress() {}
 
@@ -220,7 +218,7 @@ class Engine {
                 uint32_t& bad_index, uint32_t& bad_code, double timeout, std::string& error);
   int arm_plan(uint32_t id, uint64_t rounds, double timeout, std::string& error);
   int plan_state(uint32_t id, PlanStateOut& out, double timeout, std::string& error);
-  int close_plan(uint32_t id, uint64_t& released, double timeout, std::string& error);
+  int close_plan(uint32_t id, uint64_t& abandoned, double timeout, std::string& error);
   int queue_pointers(uint32_t q, uint64_t out[4], std::string& error) const;
 
   void stats(uint64_t* out, int n) const;

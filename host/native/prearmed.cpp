@@ -4,26 +4,15 @@
 // and its copies.
 #include "prearmed.h"
 
-#include <algorithm>
+#include <random>
 #include <thread>
 
 namespace arkdma {
 
 using namespace cuda;
 
-namespace {
-constexpr double RELEASE_SECONDS = 5.0;  // how long released rounds get to run out at close
-}
-
 PrearmedPlans::~PrearmedPlans() {
-  for (auto& entry : plans_) {
-    Plan& p = entry.second;
-    release_armed(p);
-    const bool drained = drain(p, deadline_after(RELEASE_SECONDS));
-    cu_->cuStreamDestroy(p.stream);
-    for (const Round& r : p.rounds) cu_->cuEventDestroy(r.event);
-    if (drained && !p.failed) cu_->cuMemFree(p.words);
-  }
+  for (auto& entry : plans_) release(entry.second, entry.second.armed > entry.second.completed);
   for (CUevent e : spare_events_) cu_->cuEventDestroy(e);
 }
 
@@ -37,8 +26,10 @@ int PrearmedPlans::open(uint32_t id, const std::vector<PlanCopy>& copies, uint32
   Plan p;
   p.copies = copies;
   p.depth = depth;
+  std::random_device rd;
+  p.key = (static_cast<uint64_t>(rd()) << 32 | rd()) | 1;
   if (!ok(cu_->cuMemAlloc(&p.words, WORDS_BYTES), "cuMemAlloc (plan words)")) return DRIVER_FAILURE;
-  const uint64_t init[WORDS_BYTES / 8] = {0, 0};
+  const uint64_t init[WORDS_BYTES / 8] = {0, 0, p.key, 0};
   if (!ok(cu_->cuMemcpyHtoD(p.words, init, sizeof(init)), "cuMemcpyHtoD (plan words)") ||
       !ok(cu_->cuStreamCreate(&p.stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate (plan stream)")) {
     cu_->cuMemFree(p.words);
@@ -83,9 +74,9 @@ bool PrearmedPlans::arm_more(Plan& p) {
   while (!p.failed && p.armed < p.requested && p.armed - p.completed < p.depth) {
     const uint64_t r = p.armed + 1;
     bool good = ok(cu_->cuStreamWaitValue32(p.stream, p.words + TRIGGER, static_cast<uint32_t>(r),
-                                            CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32 (plan trigger)");
-    // From here on the round is (partly) enqueued: on a failure, `armed` counts it so close() releases it.
-    if (good) p.armed = r;
+                                            CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32 (plan trigger)") &&
+                ok(cu_->cuStreamWaitValue64(p.stream, p.words + GATE, p.key, CU_STREAM_WAIT_VALUE_EQ),
+                   "cuStreamWaitValue64 (plan gate)");
     for (size_t i = 0; good && i < p.copies.size(); ++i) {
       const PlanCopy& c = p.copies[i];
       if (c.length) good = ok(cu_->cuMemcpyAsync(c.dst, c.src, c.length, p.stream), "cuMemcpyAsync (plan copy)");
@@ -100,6 +91,7 @@ bool PrearmedPlans::arm_more(Plan& p) {
       return false;
     }
     p.rounds.push_back(Round{e, r});
+    p.armed = r;
     engine_.count(STAT_COPIES, p.copies.size());
   }
   return true;
@@ -108,52 +100,25 @@ bool PrearmedPlans::arm_more(Plan& p) {
 void PrearmedPlans::retire(Plan& p) {
   while (!p.rounds.empty()) {
     const CUresult rc = cu_->cuEventQuery(p.rounds.front().event);
-    if (rc == CUDA_ERROR_NOT_READY) break;
+    if (rc == CUDA_ERROR_NOT_READY) return;
     if (!ok(rc, "cuEventQuery (plan)")) {
       fail(p);
-      break;
+      return;
     }
     p.completed = p.rounds.front().round;
     spare_events_.push_back(p.rounds.front().event);
     p.rounds.pop_front();
   }
-  // A failed plan tells the GPU once every complete round has written its done word, so none overwrites it.
-  if (p.error_pending && p.rounds.empty()) {
-    const uint64_t word = p.completed | ARKDMA_COMPLETION_ERROR;
-    cu_->cuMemcpyHtoD(p.words + DONE, &word, sizeof(word));
-    p.error_pending = false;
-  }
 }
 
-// A round could not be enqueued whole, or the stream broke: arm nothing more, let what is armed run out
-// (a stream must not stay blocked) and raise the done word's error bit once it has.
+// A round was half enqueued, or the stream broke: fence off what is armed and tell the GPU through the
+// done word's error bit (a round already running may still overwrite it; the GPU's wait then times out).
 void PrearmedPlans::fail(Plan& p) {
-  if (p.failed) return;
   p.failed = true;
-  p.error_pending = true;
-  release_armed(p);
-}
-
-// Satisfies the wait of every armed round (the trigger word is cyclic: one write covers them all).
-void PrearmedPlans::release_armed(Plan& p) {
-  if (p.armed == p.completed && p.rounds.empty()) return;
-  uint32_t word = 0;
-  if (cu_->cuMemcpyDtoH(&word, p.words + TRIGGER, sizeof(word)) == CUDA_SUCCESS &&
-      static_cast<int32_t>(word - static_cast<uint32_t>(p.armed)) >= 0) {
-    return;  // the GPU already triggered them all
-  }
-  const uint32_t all = static_cast<uint32_t>(p.armed);
-  cu_->cuMemcpyHtoD(p.words + TRIGGER, &all, sizeof(all));
-}
-
-// Retires until every armed round is done; false when the deadline passed first.
-bool PrearmedPlans::drain(Plan& p, Deadline deadline) {
-  for (;;) {
-    retire(p);
-    if (p.rounds.empty()) return true;
-    if (Clock::now() > deadline) return false;
-    std::this_thread::yield();
-  }
+  const uint64_t fence = ~p.key;
+  cu_->cuMemcpyHtoD(p.words + GATE, &fence, sizeof(fence));
+  const uint64_t word = p.completed | ARKDMA_COMPLETION_ERROR;
+  cu_->cuMemcpyHtoD(p.words + DONE, &word, sizeof(word));
 }
 
 // The highest round the GPU has triggered, as far as the armed ones go.
@@ -165,39 +130,44 @@ uint64_t PrearmedPlans::triggered(const Plan& p) {
   return std::min(p.armed, p.completed + ahead);
 }
 
-int PrearmedPlans::close(uint32_t id, Deadline deadline, uint64_t& released) {
+int PrearmedPlans::close(uint32_t id, Deadline deadline, uint64_t& abandoned) {
   auto it = plans_.find(id);
   if (it == plans_.end()) return OK;
   Plan& p = it->second;
   retire(p);
-  // Rounds the GPU triggered land first, until the deadline; the rest are released and run out.
+  // Rounds the GPU has triggered get until the deadline to land; the others are fenced off at once.
   const uint64_t wanted = triggered(p);
-  while (p.completed < wanted && !p.rounds.empty() && Clock::now() < deadline) {
+  while (!p.failed && p.completed < wanted && Clock::now() < deadline) {
     std::this_thread::yield();
     retire(p);
   }
-  released = p.armed - triggered(p);
-  release_armed(p);
-  const bool drained = drain(p, std::max(deadline, deadline_after(RELEASE_SECONDS)));
-  cu_->cuStreamDestroy(p.stream);
-  for (const Round& r : p.rounds) cu_->cuEventDestroy(r.event);
-  int status = OK;
-  if (drained && !p.failed) {
-    cu_->cuMemFree(p.words);
-  } else if (!drained) {
-    // Still running: the stream may yet read the trigger and write the done word, so they are kept.
-    engine_.note_error("pre-armed plan " + std::to_string(id) + ": rounds still running after the timeout");
-    status = TIMED_OUT;
-  }
-  // (A failed plan's half-enqueued round has no event to say it is past its wait: its words are kept too.)
+  abandoned = p.armed - p.completed;
+  release(p, abandoned != 0);
   plans_.erase(it);
-  return status;
+  return OK;
+}
+
+void PrearmedPlans::release(Plan& p, bool fenced) {
+  if (fenced) {
+    // Rounds still waiting cannot be dequeued: shut the gate for good and keep the words allocated (never
+    // reused), so neither a late trigger nor recycled memory can start them. The stream goes on its own.
+    if (!p.failed) {
+      const uint64_t fence = ~p.key;
+      cu_->cuMemcpyHtoD(p.words + GATE, &fence, sizeof(fence));
+    }
+    cu_->cuStreamDestroy(p.stream);
+    for (const Round& r : p.rounds) cu_->cuEventDestroy(r.event);
+    return;
+  }
+  for (const Round& r : p.rounds) spare_events_.push_back(r.event);
+  cu_->cuStreamDestroy(p.stream);
+  cu_->cuMemFree(p.words);
 }
 
 void PrearmedPlans::progress() {
   for (auto& entry : plans_) {
     Plan& p = entry.second;
-    if (p.rounds.empty() && (p.failed || p.armed == p.requested) && !p.error_pending) continue;
+    if (p.failed || (p.rounds.empty() && p.armed == p.requested)) continue;
     retire(p);
     arm_more(p);
   }

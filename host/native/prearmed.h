@@ -22,13 +22,15 @@ class PrearmedPlans {
   int open(uint32_t id, const std::vector<PlanCopy>& copies, uint32_t depth, PlanWords& out);
   int arm(uint32_t id, uint64_t rounds);
   int state(uint32_t id, PlanStateOut& out);
-  int close(uint32_t id, Deadline deadline, uint64_t& released);
+  int close(uint32_t id, Deadline deadline, uint64_t& abandoned);
   void progress();
 
  private:
-  // The plan's words in GPU memory: the trigger at +0 (u32, GPU-written) and the done word at +8 (u64,
-  // engine-written; bit 63 set when the plan failed).
-  static constexpr uint64_t TRIGGER = 0, DONE = 8, WORDS_BYTES = 16;
+  // The plan's words in GPU memory: the trigger at +0 (u32, GPU-written), the done word at +8 (u64,
+  // engine-written; bit 63 set when the plan failed) and the gate at +16 (u64). Every round waits for
+  // the gate to hold the plan's random key after its trigger, so changing the gate fences off for good
+  // the rounds that have not started.
+  static constexpr uint64_t TRIGGER = 0, DONE = 8, GATE = 16, WORDS_BYTES = 32;
 
   struct Round {
     cuda::CUevent event;
@@ -40,9 +42,9 @@ class PrearmedPlans {
     uint32_t depth = 0;
     cuda::CUstream stream = nullptr;
     cuda::CUdeviceptr words = 0;
+    uint64_t key = 0;
     uint64_t requested = 0, armed = 0, completed = 0;
     bool failed = false;
-    bool error_pending = false;  // failed: the done word's error bit is written once the stream drained
     std::deque<Round> rounds;  // armed, not yet seen completed
   };
 
@@ -51,8 +53,7 @@ class PrearmedPlans {
   void retire(Plan& p);
   uint64_t triggered(const Plan& p);
   void fail(Plan& p);
-  void release_armed(Plan& p);
-  bool drain(Plan& p, Deadline deadline);
+  void release(Plan& p, bool fenced);
   cuda::CUevent take_event();
 
   Engine& engine_;
