@@ -4,10 +4,7 @@ CPU-free paths for transfers fixed at build time, every time taken on the GPU cl
 Paths (the `path` of each row):
   software   a GPU thread posts descriptors through device.cuh into the software engine (CUDA executor);
   baseline   CPU-controlled: kernel; sync; copies; sync; kernel;
-  plan       the software engine's pre-armed plan (driver/gpu/plan.py): the GPU thread starts a round of
-             fixed copies that the engine queued ahead, then waits on the plan's done word;
-  prearmed   a standalone probe of the same idea: copies queued ahead behind cuStreamWaitValue32 on a word
-             the GPU thread writes;
+  prearmed   copies queued ahead behind cuStreamWaitValue32 on a word the GPU thread writes;
   devgraph   the GPU thread launches a pre-instantiated device graph (copies + a completion token).
 `inflight` 1 is one-way latency: from the post (trigger, launch) to the completion seen by the GPU.
 For inflight N, `software` keeps N descriptors outstanding in a continuous stream (`latency_us` is then
@@ -34,7 +31,7 @@ from driver.gpu.layout import DeviceCode
 
 KiB, MiB = 1024, 1 << 20
 KERNELS = (Path(__file__).parent / "kernels" / "dma_bench.cu").read_text()
-PATHS = ("software", "plan", "baseline", "prearmed", "devgraph")
+PATHS = ("software", "baseline", "prearmed", "devgraph")
 DIRECTIONS = ("D2H", "H2D", "D2D")
 PLACES = {"D2H": ("device", "host"), "H2D": ("host", "device"), "D2D": ("device", "device2")}
 SPAN = 64 * MiB  # offsets rotate over this many bytes
@@ -154,8 +151,6 @@ class SoftwareRig:
         module = compile.load(KERNELS)
         self.latency_fn = module.get_function("latency")
         self.throughput_fn = module.get_function("throughput")
-        self.plan_fn = module.get_function("plan_latency")
-        self.budget_s = budget_s
         self.cupy = cupy
 
     def close(self) -> None:
@@ -220,35 +215,6 @@ class SoftwareRig:
                    copies_per_descriptor=copies, engine_issue_us=issue_us)
 
 
-    def plan_rounds(self, direction: str, nbytes: int, inflight: int, iterations: int, warmup: int = 20) -> Row:
-        """Rounds of a pre-armed plan of `inflight` contiguous copies of `nbytes`: start, then wait."""
-        from driver.dtypes import DESCRIPTOR_DTYPE
-        from driver.gpu.plan import GpuPlan
-
-        cp = self.cupy
-        src, dst = self._regions(direction)
-        d = np.zeros(inflight, DESCRIPTOR_DTYPE)
-        offsets = np.arange(inflight, dtype=np.uint64) * np.uint64(nbytes)
-        d["src_offset"], d["dst_offset"], d["length"] = offsets, offsets, nbytes
-        d["src_region"], d["dst_region"] = src, dst
-        depth = max(1, min(8, 300 // (inflight + 4)))
-        ns, clk = cp.zeros(iterations, cp.uint64), cp.zeros(iterations, cp.int64)
-        span, result = cp.zeros(2, cp.uint64), cp.zeros(2, cp.uint64)
-        with GpuPlan(self.device, d, depth=depth, budget_s=self.budget_s) as plan:
-            plan.arm(warmup + iterations)
-            s = launch(self.plan_fn, 1, 32, (plan.handle(), np.uint32(iterations), np.uint32(warmup), ns, clk, span,
-                                             result))
-            finish(s, 60, [plan])
-            if DeviceCode(int(result.get()[0])) != DeviceCode.OK:
-                raise RuntimeError(f"plan {direction} {nbytes} B x{inflight}: {plan.status().describe()}; "
-                                   f"engine note: {self.engine.note() or 'none'}")
-        sp = span.get()
-        us = calibrated_us(clk.get(), int(sp[0]), int(sp[1]))
-        p50, p10, p90 = summary(us)
-        return Row("plan", direction, nbytes, inflight, p50, nbytes * inflight / p50 / 1e3, p10, p90,
-                   engine_streams=1, samples=iterations, timebase="clock64 calibrated to globaltimer")
-
-
 def round_row(path: str, direction: str, nbytes: int, inflight: int, s: native_paths.Samples) -> Row:
     if s.clk is not None:
         us, timebase = calibrated_us(s.clk, s.span_ns, s.span_clk), "clock64 calibrated to globaltimer"
@@ -281,20 +247,6 @@ def run(config: DmaConfig, progress=None) -> DmaResult:
                 except (ArkdmaError, RuntimeError, ValueError) as exc:
                     result.notes.append(f"software ({streams} streams) {direction} {nbytes} B x{inflight} {layout} "
                                         f"failed: {exc}")
-        finally:
-            rig.close()
-    if "plan" in config.paths:
-        rig = SoftwareRig(1, config.budget_s)
-        try:
-            for direction in config.directions:
-                for nbytes in config.sizes:
-                    for inflight in config.inflights:
-                        tick(f"plan {direction} {nbytes} B x{inflight}")
-                        iterations = config.latency_iterations if inflight == 1 else config.round_iterations
-                        try:
-                            result.rows.append(rig.plan_rounds(direction, nbytes, inflight, iterations))
-                        except (ArkdmaError, RuntimeError, ValueError) as exc:
-                            result.notes.append(f"plan {direction} {nbytes} B x{inflight} failed: {exc}")
         finally:
             rig.close()
     runners = {"baseline": native_paths.baseline, "prearmed": native_paths.prearmed, "devgraph": native_paths.devgraph}
@@ -412,7 +364,7 @@ def plot(result: DmaResult, path: Path) -> None:
 
     fig, (lat, thr) = plt.subplots(1, 2, figsize=(13, 5))
     styles = {"D2H": "-", "H2D": "--", "D2D": ":"}
-    colors = {"software": "C0", "plan": "C4", "baseline": "C3", "prearmed": "C2", "devgraph": "C1"}
+    colors = {"software": "C0", "baseline": "C3", "prearmed": "C2", "devgraph": "C1"}
     top = max((r.inflight for r in result.rows), default=1)
     for p in colors:
         for d, ls in styles.items():

@@ -26,7 +26,7 @@ def register(sub) -> None:
     d = bsub.add_parser("dma", help="one-way latency and throughput of GPU-driven copies, every path side by side")
     d.add_argument("--engine", choices=("software",), default="software",
                    help="the engine the GPU drives (software: the software engine's CUDA executor)")
-    d.add_argument("--paths", default="software,plan,baseline,prearmed,devgraph",
+    d.add_argument("--paths", default="software,baseline,prearmed,devgraph",
                    help="comma-separated paths to measure (default: all)")
     d.add_argument("--quick", action="store_true", help="a few points only (a smoke run)")
     d.add_argument("--json", type=Path, help="write device, rows and summaries as JSON here")

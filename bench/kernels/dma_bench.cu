@@ -104,34 +104,3 @@ extern "C" __global__ void sm_copy(const uint4* src, uint4* dst, unsigned long l
   for (uint32_t r = 0; r < rounds; ++r)
     for (unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x; i < words; i += stride) dst[i] = src[i];
 }
-
-// `iterations` rounds of a pre-armed plan (after `warmup` unrecorded ones): start round r, wait for it.
-// ns[i], clk[i]: one round in globaltimer ns and clock64 cycles; span as in latency(). result: {code, rounds}.
-extern "C" __global__ void plan_latency(arkdma_queue plan, uint32_t iterations, uint32_t warmup,
-                                        unsigned long long* ns, long long* clk, unsigned long long* span,
-                                        unsigned long long* result) {
-  if (threadIdx.x != 0) return;
-  uint32_t rc = ARKDMA_DEV_OK, i = 0;
-  uint64_t span_ns0 = 0;
-  long long span_clk0 = 0;
-  for (; i < warmup + iterations && rc == ARKDMA_DEV_OK; ++i) {
-    if (i == warmup) {
-      span_ns0 = arkdma::now_ns();
-      span_clk0 = clock64();
-    }
-    const uint64_t t0 = arkdma::now_ns();
-    const long long c0 = clock64();
-    rc = arkdma::start(plan, i + 1);
-    if (rc == ARKDMA_DEV_OK) rc = arkdma::wait(plan, i + 1);
-    const long long c1 = clock64();
-    const uint64_t t1 = arkdma::now_ns();
-    if (i >= warmup) {
-      ns[i - warmup] = t1 - t0;
-      clk[i - warmup] = c1 - c0;
-    }
-  }
-  span[0] = arkdma::now_ns() - span_ns0;
-  span[1] = clock64() - span_clk0;
-  result[0] = rc;
-  result[1] = i;
-}

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import time
 import weakref
+from dataclasses import dataclass
+
 import numpy as np
 
 from driver.abi import COMPLETION_COUNT_MASK, COMPLETION_ERROR_BIT, Perm
 from driver.backend import Backend, Buffer
 from driver.device import COMPLETION_STRIDE, Device
 from driver.errors import ArkdmaError, EngineTimeout
-from driver.gpu.layout import PRODUCER_DTYPE, QUEUE_DTYPE
-from driver.gpu.status import DeviceStatus, StatusRecord
+from driver.gpu.layout import PRODUCER_DTYPE, QUEUE_DTYPE, STATUS_DTYPE, DeviceCode, Site
 from driver.regions import RegionHandle
 
 DEFAULT_BUDGET_S = 1.0
@@ -25,6 +26,33 @@ DEFAULT_BUDGET_S = 1.0
 
 class GpuQueueError(ArkdmaError):
     """A GPU queue could not be set up; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class DeviceStatus:
+    """A queue's status record as the GPU left it."""
+
+    code: DeviceCode
+    site: Site
+    queue: int
+    expected: int
+    observed: int
+    waited_ns: int
+    failures: int
+
+    @property
+    def ok(self) -> bool:
+        return self.code == DeviceCode.OK
+
+    def describe(self) -> str:
+        if self.ok:
+            return "no failure"
+        word = self.observed
+        seen = f"{word & COMPLETION_COUNT_MASK}" + (" with the error bit" if word >> COMPLETION_ERROR_BIT else "")
+        what = {Site.POST: "waiting for room to post", Site.WAIT: "waiting for ticket",
+                Site.SIGNAL: "waiting for the flag to reach"}.get(self.site, "at an unknown site")
+        return (f"queue {self.queue}: {self.code.name} {what} {self.expected} after {self.waited_ns / 1e6:.3f} ms "
+                f"(last read {seen}); {self.failures} failure(s) in all")
 
 
 def gpu_pointer(backend: Backend, buffer: Buffer) -> int:
@@ -59,6 +87,8 @@ class GpuQueue:
     """
 
     def __init__(self, device: Device, queue: int, *, start: int = 0, budget_s: float = DEFAULT_BUDGET_S):
+        import cupy
+
         backend = device.backend
         if not hasattr(backend, "queue_pointers"):
             raise GpuQueueError(
@@ -80,7 +110,9 @@ class GpuQueue:
             block = _blocks[device] = _CompletionBlock(device)
         self._block = block
         self._offset = queue * COMPLETION_STRIDE
-        self._record = StatusRecord("queue")
+        self._producer = cupy.zeros(PRODUCER_DTYPE.itemsize, dtype=cupy.uint8)
+        self._status_mem = cupy.cuda.alloc_pinned_memory(STATUS_DTYPE.itemsize)
+        self._status = np.frombuffer(self._status_mem, dtype=STATUS_DTYPE, count=1)
         self._window, self._doorbell = pointers.window_device, pointers.doorbell_device
         self._open = False
         self.restart(start)
@@ -92,7 +124,10 @@ class GpuQueue:
         if self._open:
             backend.disable_queue(self.id)
         self.start = start
-        self._record.reset(start)
+        state = np.zeros(1, PRODUCER_DTYPE)
+        state["posted"] = state["completed"] = start
+        self._producer.set(state.view(np.uint8))
+        self.clear_status()
         backend.configure_queue(self.id, self._block.region.id, self._offset, start)
         backend.enable_queue(self.id)
         self._open = True
@@ -116,10 +151,16 @@ class GpuQueue:
         h = np.zeros(1, QUEUE_DTYPE)
         h["window"], h["doorbell"] = self._window, self._doorbell
         h["completion"] = self._block.gpu_ptr + self._offset
-        h["producer"] = self._record.producer.data.ptr
-        h["status"] = self._record.gpu_ptr()
+        h["producer"] = self._producer.data.ptr
+        h["status"] = self._status_ptr()
         h["budget_ns"], h["slots"], h["id"] = self.budget_ns, self.slots, self.id
         return h
+
+    def _status_ptr(self) -> int:
+        # Pinned memory is mapped at the same address on the GPU (unified addressing); ask CUDA to be sure.
+        from cupy.cuda import runtime
+
+        return runtime.pointerGetAttributes(self._status_mem.ptr).devicePointer
 
     # --- observation -------------------------------------------------------------------------
     def completion_word(self) -> int:
@@ -131,18 +172,23 @@ class GpuQueue:
 
     def producer(self) -> tuple[int, int]:
         """(posted, completed as the producer last read it), from GPU memory."""
-        s = self._record.producer.get().view(PRODUCER_DTYPE)[0]
+        s = self._producer.get().view(PRODUCER_DTYPE)[0]
         return int(s["posted"]), int(s["completed"])
 
     def status(self) -> DeviceStatus:
-        return self._record.read()
+        s = self._status[0]
+        return DeviceStatus(DeviceCode(int(s["code"])), Site(int(s["site"])), int(s["queue"]), int(s["expected"]),
+                            int(s["observed"]), int(s["waited_ns"]), int(s["failures"]))
 
     def clear_status(self) -> None:
-        self._record.clear()
+        self._status[0] = np.zeros((), STATUS_DTYPE)
+        state = self._producer.get().view(PRODUCER_DTYPE)
+        state["claim"] = 0
+        self._producer.set(state.view(np.uint8))
 
     def abort(self) -> None:
         """Make every wait of GPU code on this queue return ABORTED (within ~20 us)."""
-        self._record.abort()
+        self._status["abort"] = 1
 
     def wait(self, ticket: int, timeout: float = 10.0) -> int:
         """Host-side wait on the completion word (for tests and tools); returns the completed count."""

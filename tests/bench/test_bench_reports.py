@@ -87,7 +87,7 @@ def test_commands_say_what_is_missing_without_a_gpu(capsys):
 
 def test_config_points_count_every_measurement():
     c = dma.DmaConfig()
-    assert c.points() == len(c.software_points()) + 4 * 4 * 3 * 4  # four round paths: plan, baseline, prearmed, devgraph
+    assert c.points() == len(c.software_points()) + 3 * 4 * 3 * 4
     assert sum(1 for p in c.software_points() if p[3] == 1) == 2 * 3 * 4  # one latency per engine configuration
 
 

@@ -104,33 +104,3 @@ extern "C" __global__ void signal_after_data(arkdma_queue producer, arkdma_queue
     out[2] = bad;
   }
 }
-
-// A pre-armed plan that copies `n` words of src (GPU memory) to dst (mapped host memory) each round: the
-// kernel writes round r's pattern into src, starts round r, waits for it, and checks that dst holds it.
-// out: {code of the first failure, rounds done, mismatched words, the round that failed}.
-extern "C" __global__ void plan_rounds(arkdma_queue plan, uint64_t* src, const volatile uint64_t* dst, uint32_t n,
-                                       uint32_t rounds, unsigned long long* out) {
-  if (threadIdx.x != 0) return;
-  uint64_t bad = 0;
-  uint32_t rc = ARKDMA_DEV_OK, r = 1;
-  for (; r <= rounds && rc == ARKDMA_DEV_OK; ++r) {
-    for (uint32_t i = 0; i < n; ++i) src[i] = (static_cast<uint64_t>(r) << 32) | i;
-    rc = arkdma::start(plan, r);
-    if (rc == ARKDMA_DEV_OK) rc = arkdma::wait(plan, r);
-    if (rc == ARKDMA_DEV_OK) {
-      for (uint32_t i = 0; i < n; ++i) bad += dst[i] != ((static_cast<uint64_t>(r) << 32) | i);
-    }
-  }
-  out[0] = rc;
-  out[1] = rc == ARKDMA_DEV_OK ? rounds : r - 2;
-  out[2] = bad;
-  out[3] = rc == ARKDMA_DEV_OK ? 0 : r - 1;
-}
-
-// post() on a plan handle is refused; a wait for a round nobody armed times out within the budget.
-extern "C" __global__ void plan_misuse(arkdma_queue plan, arkdma_descriptor d, unsigned long long* out) {
-  if (threadIdx.x != 0) return;
-  out[0] = arkdma::post(plan, d);
-  out[1] = arkdma::start(plan, 1);
-  out[2] = arkdma::wait(plan, 1);
-}

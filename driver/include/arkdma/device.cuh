@@ -9,7 +9,6 @@
  *   - one producer thread per queue: post()/post_batch()/signal() of a queue are called by one
  *     thread at a time (the producer state in GPU memory is not atomic);
  *   - a publish is: the slots with 16-byte stores, one __threadfence_system(), the doorbell;
- *   - a pre-armed plan's handle is an arkdma_queue without a window: start() it, then wait() on it;
  *   - flow control: never more than SLOTS descriptors between the doorbell and the completion word;
  *   - every spin is bounded by the handle's budget (globaltimer ns) and by the host's abort word;
  *     a wait that gives up records why in the queue's host-visible status record and returns a
@@ -236,20 +235,6 @@ __device__ __forceinline__ uint32_t signal(const arkdma_queue& q, uint16_t dst_r
                                           uint64_t value, uint64_t* ticket = nullptr) {
   const arkdma_descriptor d = immediate(dst_region, dst_offset, value);
   return post_batch(q, &d, 1, ticket);
-}
-
-// --- pre-armed plans ----------------------------------------------------------------------------
-// A pre-armed plan (driver/gpu/plan.py) is a queue whose descriptors were posted ahead of time, once per
-// round: its handle has no window, its doorbell is the plan's trigger word and its completion word counts
-// finished rounds. start() releases every armed round up to `round` (rounds count from 1); wait(plan,
-// round) then waits for it like a ticket. post() on a plan handle returns BAD_ARGUMENT.
-
-// Starts round `round`: what the round's copies read must be written before this call.
-__device__ __forceinline__ uint32_t start(const arkdma_queue& plan, uint64_t round) {
-  if (plan.window != nullptr || plan.doorbell == nullptr) return ARKDMA_DEV_BAD_ARGUMENT;
-  __threadfence_system();  // the data before the trigger, as the copy engine will read it
-  store_volatile(plan.doorbell, static_cast<uint32_t>(round));
-  return ARKDMA_DEV_OK;
 }
 
 // --- completing ---------------------------------------------------------------------------------
