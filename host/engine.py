@@ -12,11 +12,8 @@ import ctypes
 import time
 from dataclasses import dataclass
 
-import numpy as np
-
-from driver.abi import DESCRIPTOR_BYTES, ERROR_DOCS, Capability, ErrorCode, check_geometry
+from driver.abi import DESCRIPTOR_BYTES, Capability, ErrorCode, check_geometry
 from driver.backend import Backend, Counters, ErrorLogEntry, Geometry, QueueState
-from driver.dtypes import DESCRIPTOR_DTYPE
 from driver.errors import ArkdmaError, EngineTimeout
 from host import native
 from host.affinity import cpus_near
@@ -38,34 +35,6 @@ class QueuePointers:
     doorbell_host: int
     doorbell_device: int
     slots: int
-
-
-class PlanError(ArkdmaError, ValueError):
-    """A pre-armed plan's descriptor failed validation; `index` and `code` say which and why."""
-
-    def __init__(self, message: str, index: int, code: ErrorCode):
-        super().__init__(message)
-        self.index, self.code = index, code
-
-
-@dataclass(frozen=True)
-class PlanWords:
-    """An open pre-armed plan: the GPU writes round r into `trigger` (32-bit) to start it; the engine writes
-    r into `done` (64-bit, bit 63: the plan failed) when its copies have landed. Both are GPU addresses."""
-
-    id: int
-    trigger: int
-    done: int
-    depth: int
-    copies: int
-
-
-@dataclass(frozen=True)
-class PlanState:
-    requested: int  # rounds asked for with arm_plan()
-    armed: int  # rounds enqueued behind their trigger
-    completed: int  # rounds whose copies and done word have landed
-    failed: bool  # a driver call failed; note() says which
 
 
 @dataclass(frozen=True)
@@ -195,16 +164,6 @@ class SoftwareEngine(Backend):
             placement = "host"
         return NativeBuffer(self._handle, size, placement)
 
-    def read_bus(self, addr: int, n: int) -> bytes:
-        """`n` bytes at a bus address of engine-reachable memory (GPU memory through a synchronous copy)."""
-        out = ctypes.create_string_buffer(max(1, n))
-        native.check(self._lib.arkdma_sw_mem_read(self._ptr, addr, out, n), f"read {n} bytes at {addr:#x}")
-        return out.raw[:n]
-
-    def write_bus(self, addr: int, data: bytes) -> None:
-        native.check(self._lib.arkdma_sw_mem_write(self._ptr, addr, data, len(data)),
-                     f"write {len(data)} bytes at {addr:#x}")
-
     def queue_pointers(self, queue: int) -> QueuePointers:
         """The queue's submission window and doorbell, for a GPU-side producer's device handle."""
         self._check_queue(queue)
@@ -284,44 +243,6 @@ class SoftwareEngine(Backend):
         self._check_queue(queue)
         native.check(self._lib.arkdma_sw_ring(self._ptr, queue, producer_index & 0xFFFFFFFF, self.timeout),
                      f"doorbell of queue {queue}")
-
-    # --- pre-armed plans (CUDA executor) -------------------------------------------------------
-    def open_plan(self, descriptors: np.ndarray, depth: int = 8) -> PlanWords:
-        """Validates `descriptors` (DESCRIPTOR_DTYPE; flags 0) as a queue would and opens a plan whose rounds
-        each run all of them. Nothing is armed until arm_plan(); `depth` rounds at most wait ahead."""
-        if not isinstance(descriptors, np.ndarray) or descriptors.dtype != DESCRIPTOR_DTYPE:
-            raise ValueError("a plan's descriptors are a numpy array of driver.dtypes.DESCRIPTOR_DTYPE")
-        raw = np.ascontiguousarray(descriptors)
-        info = native.PlanInfo()
-        status = self._lib.arkdma_sw_plan_open(self._ptr, raw.ctypes.data, len(raw), depth, ctypes.byref(info),
-                                               self.timeout)
-        if status == native.Status.BAD_ARGUMENT and info.bad_code:
-            code = ErrorCode(info.bad_code)
-            hint = " (a plan's descriptors take no flags)" if int(raw[info.bad_index]["flags"]) else ""
-            raise PlanError(f"descriptor {info.bad_index} of the plan: {code.name}: {ERROR_DOCS[code]}{hint}",
-                            info.bad_index, code)
-        native.check(status, "open a pre-armed plan")
-        return PlanWords(info.id, info.trigger, info.done, depth, len(raw))
-
-    def arm_plan(self, plan: int, rounds: int) -> None:
-        """Asks for `rounds` more rounds; the engine keeps up to the plan's depth of them armed."""
-        if not 0 < rounds < 1 << 62:
-            raise ValueError(f"rounds must be positive, not {rounds}")
-        native.check(self._lib.arkdma_sw_plan_arm(self._ptr, plan, rounds, self.timeout), f"arm plan {plan}")
-
-    def plan_state(self, plan: int) -> PlanState:
-        st = native.PlanStatus()
-        native.check(self._lib.arkdma_sw_plan_state(self._ptr, plan, ctypes.byref(st), self.timeout),
-                     f"state of plan {plan}")
-        return PlanState(st.requested, st.armed, st.completed, bool(st.failed))
-
-    def close_plan(self, plan: int, timeout: float = 1.0) -> int:
-        """Closes a plan: rounds the GPU triggered get `timeout` to land; rounds armed but never triggered
-        are fenced off for good. Returns how many rounds were fenced off."""
-        abandoned = ctypes.c_uint64(0)
-        native.check(self._lib.arkdma_sw_plan_close(self._ptr, plan, ctypes.byref(abandoned), timeout),
-                     f"close plan {plan}")
-        return abandoned.value
 
     # --- observation ------------------------------------------------------------------------
     def queue_state(self, queue: int) -> QueueState:

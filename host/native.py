@@ -73,16 +73,6 @@ class ErrlogEntry(ctypes.Structure):
     _fields_ = [("queue", ctypes.c_uint32), ("code", ctypes.c_uint32), ("cookie", ctypes.c_uint32), ("index", ctypes.c_uint32)]
 
 
-class PlanInfo(ctypes.Structure):
-    _fields_ = [("id", ctypes.c_uint32), ("bad_index", ctypes.c_uint32), ("bad_code", ctypes.c_uint32),
-                ("reserved", ctypes.c_uint32), ("trigger", ctypes.c_uint64), ("done", ctypes.c_uint64)]
-
-
-class PlanStatus(ctypes.Structure):
-    _fields_ = [("requested", ctypes.c_uint64), ("armed", ctypes.c_uint64), ("completed", ctypes.c_uint64),
-                ("failed", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
-
-
 # Engine::stats() order (host/native/engine.h, enum Stat).
 STAT_NAMES = ("polls", "drains", "issued", "drain_ns", "copies", "api_calls", "completions",
               "ns_copy", "ns_write", "ns_record", "ns_join", "ns_query")
@@ -111,10 +101,6 @@ _SIGNATURES = {
     "arkdma_sw_busy": (ctypes.c_int, [_E, _P(ctypes.c_int), _D]),
     "arkdma_sw_stats": (ctypes.c_int, [_E, _P(_U64), ctypes.c_int]),
     "arkdma_sw_take_note": (ctypes.c_int, [_E, ctypes.c_char_p, _U32]),
-    "arkdma_sw_plan_open": (ctypes.c_int, [_E, ctypes.c_void_p, _U32, _U32, _P(PlanInfo), _D]),
-    "arkdma_sw_plan_arm": (ctypes.c_int, [_E, _U32, _U64, _D]),
-    "arkdma_sw_plan_state": (ctypes.c_int, [_E, _U32, _P(PlanStatus), _D]),
-    "arkdma_sw_plan_close": (ctypes.c_int, [_E, _U32, _P(_U64), _D]),
     "arkdma_sw_mem_alloc": (ctypes.c_int, [_E, _U64, ctypes.c_int, _P(_U64), _P(_U64)]),
     "arkdma_sw_mem_free": (ctypes.c_int, [_E, _U64, _U64, ctypes.c_int]),
     "arkdma_sw_mem_read": (ctypes.c_int, [_E, _U64, ctypes.c_void_p, _U64]),

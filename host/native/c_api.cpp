@@ -199,50 +199,6 @@ ARKDMA_API int arkdma_sw_take_note(Engine* e, char* out, uint32_t len) {
   return arkdma::OK;
 }
 
-// --- pre-armed plans ---------------------------------------------------------------------------
-
-struct arkdma_sw_plan_info {
-  uint32_t id, bad_index, bad_code, reserved;
-  uint64_t trigger, done;
-};
-
-struct arkdma_sw_plan_status {
-  uint64_t requested, armed, completed;
-  uint32_t failed, reserved;
-};
-
-ARKDMA_API int arkdma_sw_plan_open(Engine* e, const void* descriptors, uint32_t n, uint32_t depth,
-                                   arkdma_sw_plan_info* out, double timeout) {
-  if (descriptors == nullptr || out == nullptr) return fail(arkdma::BAD_ARGUMENT, "null descriptors or output");
-  std::string error;
-  arkdma::PlanWords words;
-  uint32_t id = 0, bad_index = 0, bad_code = 0;
-  int rc = e->open_plan(static_cast<const arkdma_descriptor*>(descriptors), n, depth, id, words, bad_index, bad_code,
-                        timeout, error);
-  *out = arkdma_sw_plan_info{id, bad_index, bad_code, 0, words.trigger, words.done};
-  return done(rc, error);
-}
-
-ARKDMA_API int arkdma_sw_plan_arm(Engine* e, uint32_t id, uint64_t rounds, double timeout) {
-  std::string error;
-  int rc = e->arm_plan(id, rounds, timeout, error);
-  return done(rc, error);
-}
-
-ARKDMA_API int arkdma_sw_plan_state(Engine* e, uint32_t id, arkdma_sw_plan_status* out, double timeout) {
-  std::string error;
-  arkdma::PlanStateOut s;
-  int rc = e->plan_state(id, s, timeout, error);
-  if (rc == arkdma::OK) *out = arkdma_sw_plan_status{s.requested, s.armed, s.completed, s.failed, 0};
-  return done(rc, error);
-}
-
-ARKDMA_API int arkdma_sw_plan_close(Engine* e, uint32_t id, uint64_t* abandoned, double timeout) {
-  std::string error;
-  int rc = e->close_plan(id, *abandoned, timeout, error);
-  return done(rc, error);
-}
-
 // --- memory the engine can reach (placement 0: host, 1: GPU) ----------------------------------
 
 ARKDMA_API int arkdma_sw_mem_alloc(Engine* e, uint64_t size, int placement, uint64_t* host, uint64_t* bus) {

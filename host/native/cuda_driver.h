@@ -53,8 +53,6 @@ constexpr unsigned MEMHOSTALLOC_DEVICEMAP = 0x02;  // CU_MEMHOSTALLOC_DEVICEMAP
 constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
 constexpr unsigned CU_EVENT_DISABLE_TIMING = 0x2;
 constexpr unsigned CU_STREAM_WRITE_VALUE_DEFAULT = 0x0;
-constexpr unsigned CU_STREAM_WAIT_VALUE_GEQ = 0x0;  // (int32_t)(*addr - value) >= 0: cyclic
-constexpr unsigned CU_STREAM_WAIT_VALUE_EQ = 0x1;
 constexpr int CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS = 122;
 constexpr int CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2;
 constexpr int CU_MEMCPY_SRC_ACCESS_ORDER_STREAM = 0x1;
@@ -86,10 +84,6 @@ constexpr int CU_MEMCPY_SRC_ACCESS_ORDER_STREAM = 0x1;
   X(cuStreamWriteValue64, "cuStreamWriteValue64_v2",                                                \
     CUresult (*)(CUstream, CUdeviceptr, uint64_t, unsigned))                                        \
   X(cuStreamWaitEvent, "cuStreamWaitEvent", CUresult (*)(CUstream, CUevent, unsigned))              \
-  X(cuStreamWaitValue32, "cuStreamWaitValue32_v2",                                                  \
-    CUresult (*)(CUstream, CUdeviceptr, uint32_t, unsigned))                                        \
-  X(cuStreamWaitValue64, "cuStreamWaitValue64_v2",                                                  \
-    CUresult (*)(CUstream, CUdeviceptr, uint64_t, unsigned))                                        \
   X(cuEventCreate, "cuEventCreate", CUresult (*)(CUevent*, unsigned))                               \
   X(cuEventDestroy, "cuEventDestroy_v2", CUresult (*)(CUevent))                                     \
   X(cuEventRecord, "cuEventRecord", CUresult (*)(CUevent, CUstream))                                \

@@ -11,7 +11,6 @@
 
 #include "cuda_driver.h"
 #include "engine.h"
-#include "prearmed.h"
 
 namespace arkdma {
 
@@ -36,7 +35,6 @@ class CudaExecutor final : public Executor {
 
   ~CudaExecutor() override {
     cu_->cuCtxSetCurrent(context_);
-    plans_.reset();
     for (auto& q : queues_) {
       for (auto& r : q.records) cu_->cuEventDestroy(r.event);
       for (CUevent e : q.join_events) cu_->cuEventDestroy(e);
@@ -217,19 +215,6 @@ class CudaExecutor final : public Executor {
     q.enqueued_upto = start;
     q.open_bytes = 0;
     q.failure = Failure{};
-  }
-
-  int plan_open(uint32_t id, const std::vector<PlanCopy>& copies, uint32_t depth, PlanWords& out) override {
-    if (!plans_) plans_ = std::make_unique<PrearmedPlans>(engine_, cu_);
-    return plans_->open(id, copies, depth, out);
-  }
-  int plan_arm(uint32_t id, uint64_t rounds) override { return plans_->arm(id, rounds); }
-  int plan_state(uint32_t id, PlanStateOut& out) override { return plans_->state(id, out); }
-  int plan_close(uint32_t id, Deadline deadline, uint64_t& abandoned) override {
-    return plans_ ? plans_->close(id, deadline, abandoned) : OK;
-  }
-  void plan_progress() override {
-    if (plans_) plans_->progress();
   }
 
   Failure take_failure(uint32_t qi) override {
@@ -418,7 +403,6 @@ class CudaExecutor final : public Executor {
   CUdevice device_;
   CUcontext context_;
   std::vector<Queue> queues_;
-  std::unique_ptr<PrearmedPlans> plans_;  // made by the first plan_open
   std::vector<CUevent> spare_events_;
   std::vector<CUdeviceptr> dsts_, srcs_;
   std::vector<size_t> sizes_;

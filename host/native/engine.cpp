@@ -4,9 +4,7 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include <algorithm>
 #include <cstring>
-#include <tuple>
 
 #include "validate.h"
 
@@ -104,7 +102,6 @@ Engine::~Engine() {
   if (thread_.joinable()) thread_.join();
   if (executor_) {
     executor_->bind_thread();
-    close_all_plans(deadline_after(1.0));
     for (uint32_t q = 0; q < queues_.size(); ++q) executor_->drain(q, deadline_after(5.0));
     executor_->free(queue_memory_, Placement::HOST);
   }
@@ -166,7 +163,6 @@ void Engine::loop() {
     if (command_pending_.load(std::memory_order_acquire)) serve_command();
     bool worked = false;
     for (uint32_t q : active_) worked |= poll(q);
-    executor_->plan_progress();
     count(STAT_POLLS);
     if (worked) {
       idle = 0;
@@ -431,14 +427,6 @@ int Engine::set_region(uint32_t region, uint64_t addr, uint64_t size, uint32_t p
   }
   return call(
       [this, region, addr, size, perms]() -> int {
-        for (const auto& [plan, used] : plan_regions_) {
-          for (uint32_t r : used) {
-            if (r != region) continue;
-            note_error("region " + std::to_string(region) + " is used by pre-armed plan " + std::to_string(plan) +
-                       ", whose copies are already enqueued: close the plan first");
-            return BAD_ARGUMENT;
-          }
-        }
         if (perms != 0 && !executor_->check_region(addr, size)) return BAD_ARGUMENT;
         regions_[region] = perms ? Region{addr, size, perms} : Region{};
         return OK;
@@ -520,7 +508,6 @@ int Engine::reset(double timeout, std::string& error) {
       [this, timeout]() -> int {
         const Deadline deadline = deadline_after(timeout);
         int status = OK;
-        close_all_plans(deadline);
         for (uint32_t qi = 0; qi < queues_.size(); ++qi) {
           if (!executor_->drain(qi, deadline)) status = TIMED_OUT;
         }
@@ -632,129 +619,6 @@ int Engine::ring(uint32_t qi, uint32_t value, double timeout, std::string& error
       cpu_relax();
     }
   }
-}
-
-// --- pre-armed plans ----------------------------------------------------------------------------
-
-int Executor::plan_open(uint32_t, const std::vector<PlanCopy>&, uint32_t, PlanWords&) {
-  engine_.note_error("pre-armed plans need the CUDA executor (engine software-cuda): the host executor has no "
-                     "stream to enqueue copies on ahead of time");
-  return UNAVAILABLE;
-}
-
-int Engine::check_plan(uint32_t id, std::string& error) const {
-  if (plan_regions_.count(id) == 0) {
-    error = "pre-armed plan " + std::to_string(id) + " is not open";
-    return BAD_ARGUMENT;
-  }
-  return OK;
-}
-
-void Engine::close_all_plans(Deadline deadline) {
-  for (const auto& entry : plan_regions_) {
-    uint64_t abandoned = 0;
-    executor_->plan_close(entry.first, deadline, abandoned);
-  }
-  plan_regions_.clear();
-}
-
-int Engine::open_plan(const arkdma_descriptor* descriptors, uint32_t n, uint32_t depth, uint32_t& id,
-                      PlanWords& words, uint32_t& bad_index, uint32_t& bad_code, double timeout, std::string& error) {
-  bad_index = bad_code = 0;
-  if (n < 1 || n > PLAN_MAX_COPIES) {
-    error = "a pre-armed plan holds 1.." + std::to_string(PLAN_MAX_COPIES) + " descriptors, not " + std::to_string(n);
-    return BAD_ARGUMENT;
-  }
-  if (depth < 1 || depth > PLAN_MAX_DEPTH) {
-    error = "depth (rounds armed ahead) must be 1.." + std::to_string(PLAN_MAX_DEPTH) + ", not " + std::to_string(depth);
-    return BAD_ARGUMENT;
-  }
-  if (static_cast<uint64_t>(depth) * (n + PLAN_OPS_PER_ROUND) > PLAN_MAX_STREAM_OPS) {
-    error = "depth " + std::to_string(depth) + " x (" + std::to_string(n) + " copies + " +
-            std::to_string(PLAN_OPS_PER_ROUND) + ") stream operations exceeds the " +
-            std::to_string(PLAN_MAX_STREAM_OPS) + " a stream holds before the driver blocks: use depth <= " +
-            std::to_string(std::max<uint32_t>(1, PLAN_MAX_STREAM_OPS / (n + PLAN_OPS_PER_ROUND)));
-    return BAD_ARGUMENT;
-  }
-  std::vector<arkdma_descriptor> descs(descriptors, descriptors + n);
-  auto result = std::make_shared<std::tuple<uint32_t, PlanWords, uint32_t, uint32_t>>();
-  int rc = call(
-      [this, descs = std::move(descs), depth, result]() -> int {
-        std::vector<PlanCopy> copies;
-        std::vector<uint32_t> used;
-        for (uint32_t i = 0; i < descs.size(); ++i) {
-          const arkdma_descriptor& d = descs[i];
-          uint32_t code = d.flags != 0 ? ARKDMA_ERR_INVALID_DESCRIPTOR : ARKDMA_ERR_NONE;
-          uint64_t src = 0, dst = 0;
-          if (code == ARKDMA_ERR_NONE) code = validate(d, regions_, src, dst);
-          if (code != ARKDMA_ERR_NONE) {
-            std::get<2>(*result) = i;
-            std::get<3>(*result) = code;
-            note_error("descriptor " + std::to_string(i) + " of the plan fails validation (error code " +
-                       std::to_string(code) + (d.flags ? "; a plan's descriptors take no flags" : "") + ")");
-            return BAD_ARGUMENT;
-          }
-          copies.push_back(PlanCopy{dst, src, d.length});
-          used.push_back(d.src_region);
-          used.push_back(d.dst_region);
-        }
-        const uint32_t plan = next_plan_++;
-        PlanWords w;
-        const int status = executor_->plan_open(plan, copies, depth, w);
-        if (status != OK) return status;
-        plan_regions_[plan] = std::move(used);
-        std::get<0>(*result) = plan;
-        std::get<1>(*result) = w;
-        return OK;
-      },
-      timeout, error);
-  id = std::get<0>(*result);
-  words = std::get<1>(*result);
-  bad_index = std::get<2>(*result);
-  bad_code = std::get<3>(*result);
-  return rc;
-}
-
-int Engine::arm_plan(uint32_t id, uint64_t rounds, double timeout, std::string& error) {
-  auto why = std::make_shared<std::string>();
-  int rc = call(
-      [this, id, rounds, why]() -> int {
-        if (check_plan(id, *why) != OK) return BAD_ARGUMENT;
-        return executor_->plan_arm(id, rounds);
-      },
-      timeout, error);
-  if (!why->empty()) error = *why;
-  return rc;
-}
-
-int Engine::plan_state(uint32_t id, PlanStateOut& out, double timeout, std::string& error) {
-  auto why = std::make_shared<std::string>();
-  auto result = std::make_shared<PlanStateOut>();
-  int rc = call(
-      [this, id, why, result]() -> int {
-        if (check_plan(id, *why) != OK) return BAD_ARGUMENT;
-        return executor_->plan_state(id, *result);
-      },
-      timeout, error);
-  if (!why->empty()) error = *why;
-  if (rc == OK) out = *result;
-  return rc;
-}
-
-int Engine::close_plan(uint32_t id, uint64_t& abandoned, double timeout, std::string& error) {
-  auto why = std::make_shared<std::string>();
-  auto left = std::make_shared<uint64_t>(0);
-  int rc = call(
-      [this, id, why, left, timeout]() -> int {
-        if (check_plan(id, *why) != OK) return BAD_ARGUMENT;
-        const int status = executor_->plan_close(id, deadline_after(timeout), *left);
-        plan_regions_.erase(id);
-        return status;
-      },
-      timeout + 1.0, error);
-  if (!why->empty()) error = *why;
-  abandoned = *left;
-  return rc;
 }
 
 int Engine::queue_pointers(uint32_t qi, uint64_t out[4], std::string& error) const {

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -84,31 +83,6 @@ struct ErrorLogEntry {
   uint32_t queue, code, cookie, index;
 };
 
-// Pre-armed plans (CUDA executor): copies fixed when the program is built, enqueued on a stream ahead
-// of time behind a wait on a word the GPU writes, so no CPU call sits between the GPU's trigger and the
-// copies. Round r runs when the trigger word reaches r; the engine then writes r into the done word.
-struct PlanCopy {
-  uint64_t dst, src, length;
-};
-
-struct PlanWords {
-  uint64_t trigger = 0;  // device address of the 32-bit trigger word (the GPU writes the round)
-  uint64_t done = 0;     // device address of the 64-bit done word (the engine writes the round)
-};
-
-struct PlanStateOut {
-  uint64_t requested = 0;  // rounds the host asked for
-  uint64_t armed = 0;      // rounds enqueued behind their trigger
-  uint64_t completed = 0;  // rounds whose copies and done word have landed
-  uint32_t failed = 0;     // a driver call failed: the plan stopped (the note says which)
-};
-
-constexpr uint32_t PLAN_MAX_COPIES = 256;
-constexpr uint32_t PLAN_MAX_DEPTH = 64;
-// Operations one stream holds before the driver blocks the caller (about 340 measured on an H100).
-constexpr uint32_t PLAN_MAX_STREAM_OPS = 300;
-constexpr uint32_t PLAN_OPS_PER_ROUND = 4;  // two waits, the done write, an event record (plus the copies)
-
 // Indices of Engine::stats(); names in host/native.py.
 enum Stat : int {
   STAT_POLLS = 0,        // loop iterations
@@ -165,17 +139,6 @@ class Executor {
   // The queue starts again at producer index `start` (enable, reset); nothing of it is in flight.
   virtual void restart(uint32_t /*q*/, uint64_t /*start*/) {}
 
-  // Pre-armed plans; executors without them note why and return UNAVAILABLE. The copies are validated.
-  virtual int plan_open(uint32_t /*id*/, const std::vector<PlanCopy>& /*copies*/, uint32_t /*depth*/,
-                        PlanWords& /*out*/);
-  virtual int plan_arm(uint32_t /*id*/, uint64_t /*rounds*/) { return UNAVAILABLE; }
-  virtual int plan_state(uint32_t /*id*/, PlanStateOut& /*out*/) { return UNAVAILABLE; }
-  // Closes a plan. Rounds armed but never triggered cannot be taken back: they are fenced off for good
-  // (`abandoned` says how many) and their words are kept, so no later write can start them.
-  virtual int plan_close(uint32_t /*id*/, Deadline /*deadline*/, uint64_t& /*abandoned*/) { return UNAVAILABLE; }
-  // Retires finished rounds and arms more; called from the poll loop, must be cheap.
-  virtual void plan_progress() {}
-
  protected:
   Engine& engine_;
 };
@@ -211,14 +174,6 @@ class Engine {
   // Producer side: the doorbell store, then (while the thread runs) a bounded wait until the engine
   // has seen it, so consecutive CPU doorbells are not merged the way polled memory would merge them.
   int ring(uint32_t q, uint32_t value, double timeout, std::string& error);
-
-  // Pre-armed plans. open_plan validates every descriptor as the queues do (flags must be 0: a round
-  // completes as a whole); on a failing one it returns BAD_ARGUMENT with its index and error code.
-  int open_plan(const arkdma_descriptor* descriptors, uint32_t n, uint32_t depth, uint32_t& id, PlanWords& words,
-                uint32_t& bad_index, uint32_t& bad_code, double timeout, std::string& error);
-  int arm_plan(uint32_t id, uint64_t rounds, double timeout, std::string& error);
-  int plan_state(uint32_t id, PlanStateOut& out, double timeout, std::string& error);
-  int close_plan(uint32_t id, uint64_t& abandoned, double timeout, std::string& error);
   int queue_pointers(uint32_t q, uint64_t out[4], std::string& error) const;
 
   void stats(uint64_t* out, int n) const;
@@ -283,8 +238,6 @@ class Engine {
   int call(std::function<int()> fn, double timeout, std::string& error);
   void serve_command();
   int check_queue(uint32_t q, std::string& error) const;
-  int check_plan(uint32_t id, std::string& error) const;
-  void close_all_plans(Deadline deadline);
 
   Config config_;
   std::unique_ptr<Executor> executor_;
@@ -292,8 +245,6 @@ class Engine {
   std::vector<std::unique_ptr<Queue>> queues_;
   std::vector<uint32_t> active_;  // enabled queues, polled in order
   std::vector<Region> regions_;
-  std::map<uint32_t, std::vector<uint32_t>> plan_regions_;  // open plans and the regions they copy with
-  uint32_t next_plan_ = 1;
   std::deque<ErrorLogEntry> errlog_;
   bool errlog_overflow_ = false;
   uint64_t descriptors_ = 0;

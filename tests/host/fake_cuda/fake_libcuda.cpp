@@ -71,22 +71,8 @@ class Stream {
       std::lock_guard<std::mutex> lock(mu_);
       quit_ = true;
     }
-    dying_.store(true);
     cv_.notify_all();
     worker_.join();
-  }
-  // A wait on memory: blocks the stream until `met()`; a stream destroyed while blocked drops the rest of
-  // its work, as a real stream whose wait is never satisfied never runs it.
-  void push_wait(std::function<bool()> met) {
-    push([this, met] {
-      while (!met()) {
-        if (dying_.load()) {
-          dead_ = true;
-          return;
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
-      }
-    });
   }
   void push(std::function<void()> op) {
     {
@@ -112,11 +98,8 @@ class Stream {
         std::this_thread::sleep_for(std::chrono::microseconds(d(rng_)));
       }
       op();
-      if (dead_) return;
     }
   }
-  std::atomic<bool> dying_{false};
-  bool dead_ = false;  // the worker's own
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> ops_;
@@ -307,29 +290,6 @@ API CUresult cuStreamWriteValue64_v2(void* s, CUdeviceptr addr, uint64_t value, 
   if (!have_context()) return INVALID_CONTEXT;
   if (!s || flags != 0 || addr % 8 || !find(addr, 8)) return INVALID_VALUE;
   static_cast<Stream*>(s)->push([=] { __atomic_store_n(reinterpret_cast<uint64_t*>(addr), value, __ATOMIC_RELEASE); });
-  return SUCCESS;
-}
-
-// flags 0: GEQ, cyclic as CUDA documents it; 1: EQ.
-API CUresult cuStreamWaitValue32_v2(void* s, CUdeviceptr addr, uint32_t value, unsigned flags) {
-  if (!have_context()) return INVALID_CONTEXT;
-  if (!s || flags > 1 || addr % 4 || !find(addr, 4)) return INVALID_VALUE;
-  const auto* word = reinterpret_cast<const uint32_t*>(addr);
-  static_cast<Stream*>(s)->push_wait([=] {
-    const uint32_t v = __atomic_load_n(word, __ATOMIC_ACQUIRE);
-    return flags ? v == value : static_cast<int32_t>(v - value) >= 0;
-  });
-  return SUCCESS;
-}
-
-API CUresult cuStreamWaitValue64_v2(void* s, CUdeviceptr addr, uint64_t value, unsigned flags) {
-  if (!have_context()) return INVALID_CONTEXT;
-  if (!s || flags > 1 || addr % 8 || !find(addr, 8)) return INVALID_VALUE;
-  const auto* word = reinterpret_cast<const uint64_t*>(addr);
-  static_cast<Stream*>(s)->push_wait([=] {
-    const uint64_t v = __atomic_load_n(word, __ATOMIC_ACQUIRE);
-    return flags ? v == value : static_cast<int64_t>(v - value) >= 0;
-  });
   return SUCCESS;
 }
 
