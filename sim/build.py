@@ -109,7 +109,7 @@ def build(params: EngineParams, waves: bool = False, console=None, root: Path = 
             runner = get_runner("verilator")
             log = directory / "build.log"
             try:
-                runner.build(verilog_sources=[source], hdl_toplevel=TOPLEVEL, build_dir=directory,
+                runner.build(sources=[source], hdl_toplevel=TOPLEVEL, build_dir=directory,
                              build_args=BUILD_ARGS, waves=waves, always=True, log_file=log)
             except (SystemExit, Exception) as exc:
                 raise SimulationError(f"Verilator build failed ({exc}); see {log}") from exc
