@@ -44,11 +44,14 @@ def job_layout(p: EngineParams) -> data.StructLayout:
         "cookie": 32,
         "code": CODE_BITS,
         "notify": 1,
+        "zero": 1,  # length == 0
         "src_addr": 64,  # bus address; for IMM, the value to write
         "dst_addr": 64,
         "length": 32,
         "row0": p.row_ptr_width,  # first buffer row of its source data (set by the read engine)
-        "nrows": p.row_ptr_width,  # buffer rows its reads fill
+        "nrows": p.row_ptr_width,  # buffer rows its reads fill (the validator counts them; 0 past the read engine if none)
+        "rbeats": 9,  # the first read burst, planned by the validator: its beats
+        "rlast": 1,  # and whether it is the only one
     })
 
 
@@ -66,6 +69,7 @@ def wentry_layout(p: EngineParams) -> data.StructLayout:
         "last_lane": lanes,  # destination lane of the descriptor's last byte
         "row0": p.row_ptr_width,
         "nrows": p.row_ptr_width,
+        "row_end": p.row_ptr_width,  # row0 + nrows
         "imm": 64,
     })
 
@@ -117,6 +121,9 @@ def stops_signature(p: EngineParams) -> wiring.Signature:
         "halting": Out(p.num_queues),
         "stop_at": Out(data.ArrayLayout(INDEX_BITS, p.num_queues)),
         "draining": Out(p.num_queues),  # disabled: descriptors that have not started are dropped
+        # stopped from behind the read engine (write planner, completion): every descriptor of the queue
+        # not yet past the read engine comes after the stop, so the read engine needs no index compare
+        "hard": Out(p.num_queues),
         "flush": Out(1),  # a global reset drains the pipeline: everything is dropped
     })
 

@@ -122,7 +122,8 @@ class Queues(wiring.Component):
             # doorbell: an error is kept until the descriptors posted before it have run
             delta = Signal(32, name=f"q{i}_delta")
             ring = Signal(33, name=f"q{i}_ring")
-            m.d.comb += [delta.eq(self.hw_data - q.posted), ring.eq((q.posted - q.completed[:32])[:32] + delta)]
+            # posted - completed + delta, in one subtraction: it cannot wrap when delta is not backwards
+            m.d.comb += [delta.eq(self.hw_data - q.posted), ring.eq((self.hw_data - q.completed[:32])[:32])]
             with m.If(w & (self.hw_offset == off["DOORBELL"]) & q.enabled & ~q.halting & ~q.db_pend):
                 with m.If(delta[31]):
                     m.d.sync += [q.db_pend.eq(1), q.db_code.eq(ErrorCode.DOORBELL_BACKWARDS), q.db_value.eq(self.hw_data)]
@@ -144,7 +145,7 @@ class Queues(wiring.Component):
                 m.d.sync += [
                     q.en_pending.eq(0), q.enabled.eq(1), q.checking.eq(1), q.dirty.eq(0),
                     q.posted.eq(q.start[:32]), q.dispatched.eq(q.start[:32]), q.completed.eq(q.start[:63]),
-                    q.halting.eq(0), q.halted.eq(0), q.code.eq(0), q.cookie.eq(0), q.err_index.eq(0),
+                    q.halting.eq(0), q.hard.eq(0), q.halted.eq(0), q.code.eq(0), q.cookie.eq(0), q.err_index.eq(0),
                     q.db_pend.eq(0), q.db_sent.eq(0), q.fence.eq(0), q.draining.eq(0),
                 ]
             with m.If(q.disabling & (inflight == 0)):
@@ -159,7 +160,8 @@ class Queues(wiring.Component):
             with m.If(q.fence & (inflight == 0)):
                 m.d.sync += q.fence.eq(0)
             with m.If(self.squash_valid & (self.squash_queue == i)):
-                m.d.sync += [q.dispatched.eq(self.squash_index), q.fence.eq(1)]
+                # a pick of this queue in the same cycle is dropped by the validator: forget its token too
+                m.d.sync += [q.dispatched.eq(self.squash_index), q.fence.eq(1), q.db_sent.eq(0)]
             with m.If(self.issue_valid & (self.issue_queue == i)):
                 m.d.sync += q.issued.eq(q.issued + 1)
             # stops, oldest source last so that it wins: validator, write planner, completion
@@ -169,6 +171,9 @@ class Queues(wiring.Component):
                 earlier = (index - q.stop_at)[:INDEX_BITS].as_signed() < 0
                 with m.If(valid & (queue == i) & (~q.halting | earlier)):
                     m.d.sync += [q.halting.eq(1), q.stop_at.eq(index)]
+                if valid is not self.stop_v_valid:
+                    with m.If(valid & (queue == i)):
+                        m.d.sync += q.hard.eq(1)
 
             # completion
             with m.If(self.done_valid & (done.queue == i)):
@@ -181,17 +186,17 @@ class Queues(wiring.Component):
                     m.d.sync += [q.halted.eq(1), q.code.eq(done.code), q.cookie.eq(done.cookie),
                                  q.err_index.eq(done.index), q.dirty.eq(1)]
             with m.If(self.cw_fail_valid & self.cw_fail_ready & (self.cw_fail_queue == i)):
-                m.d.sync += [q.halted.eq(1), q.halting.eq(1), q.checking.eq(0), q.code.eq(self.cw_fail_code),
+                m.d.sync += [q.halted.eq(1), q.halting.eq(1), q.hard.eq(1), q.checking.eq(0), q.code.eq(self.cw_fail_code),
                              q.cookie.eq(0), q.err_index.eq(q.start[:32])]
 
             has_work = Signal(name=f"q{i}_has_work")
             m.d.comb += has_work.eq(q.enabled & ~q.halting & ((q.completed[:32] != q.posted) | q.db_pend))
             m.d.comb += [
                 elig[i].eq(self.engine_enable & ~self.flush & q.enabled & ~q.halting & ~q.checking
-                           & ((q.dispatched != q.posted) | (q.db_pend & ~q.db_sent)) & (~q.fence | (inflight == 0))
-                           & ~(self.squash_valid & (self.squash_queue == i))),
+                           & ((q.dispatched != q.posted) | (q.db_pend & ~q.db_sent)) & (~q.fence | (inflight == 0))),
                 self.enabled[i].eq(q.enabled), self.stops.halting[i].eq(q.halting), self.halted[i].eq(q.halted),
                 self.stops.stop_at[i].eq(q.stop_at), self.stops.draining[i].eq(q.draining),
+                self.stops.hard[i].eq(q.hard),
                 self.dirty[i].eq(q.dirty), self.checking[i].eq(q.checking), self.inflight_zero[i].eq(inflight == 0),
                 self.busy[i].eq(q.en_pending | q.checking | q.dirty | ~idle_pipe | has_work),
                 self.word[i].eq(Cat(q.completed, q.halted)),
@@ -271,6 +276,7 @@ class _QueueRegs:
         self.checking = reg(1, "checking")  # the completion location is being checked after enable
         self.halting = reg(1, "halting")  # an error was found: descriptors after stop_at are dropped
         self.stop_at = reg(INDEX_BITS, "stop_at")
+        self.hard = reg(1, "hard")  # halting, stopped by the write planner or the completion stage
         self.halted = reg(1, "halted")
         self.code = reg(CODE_BITS, "code")
         self.cookie = reg(32, "cookie")

@@ -6,8 +6,9 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.jobs import JobKind, dropped, job_layout, stops_signature
-from rtl.params import PAGE_BYTES, EngineParams
+from rtl import bursts
+from rtl.jobs import JobKind, job_layout, stops_signature
+from rtl.params import EngineParams
 
 
 class ReadEngine(wiring.Component):
@@ -43,68 +44,70 @@ class ReadEngine(wiring.Component):
         p = self.p
         lg = (p.data_bytes - 1).bit_length()
         rp = p.row_ptr_width
+        pgw = bursts.page_bits(p)
 
         cur_valid = Signal()
-        cur_addr = Signal(64)
-        rows_left = Signal(rp)
         tag_alloc = Signal(p.read_id_width + 1)
         row_alloc = Signal(rp)
+        alloc_low = Signal(rp, init=-p.buffer_rows % (1 << rp))  # row_alloc - buffer_rows
+        # The next burst is planned a cycle ahead: its beats, address, the rows allocated after it (`after`,
+        # and `low` = after - buffer_rows, which row_free must reach), and the state after it (g_*).
+        c_beats, c_last, c_addr = Signal(bursts.BEATS_BITS), Signal(), Signal(64)
+        c_after, c_low = Signal(rp), Signal(rp)
+        g_pg, g_left, g_addr = Signal(pgw), Signal(rp), Signal(64)
 
-        to_page = Signal(range(PAGE_BYTES // p.data_bytes + 1))
-        capped = Signal(9)
-        burst = Signal(9)
-        m.d.comb += [
-            to_page.eq((PAGE_BYTES - cur_addr[: PAGE_BYTES.bit_length() - 1]) >> lg),
-            capped.eq(Mux(to_page < p.max_burst_beats, to_page, p.max_burst_beats)),
-            burst.eq(Mux(rows_left < capped, rows_left, capped)),
-        ]
-
-        tags_used = Signal(p.read_id_width + 1)
-        rows_used = Signal(rp)
         tags_ok, rows_ok = Signal(), Signal()
         m.d.comb += [
-            tags_used.eq(tag_alloc - self.tag_free),
-            rows_used.eq(row_alloc - self.row_free),
-            tags_ok.eq(tags_used < p.reads_outstanding),
-            rows_ok.eq(rows_used + burst <= p.buffer_rows),
+            tags_ok.eq((tag_alloc - self.tag_free)[: p.read_id_width + 1] < p.reads_outstanding),
+            rows_ok.eq(~(self.row_free - c_low)[rp - 1]),
         ]
         fire = Signal()
         m.d.comb += [
             self.ar_valid.eq(cur_valid & tags_ok & rows_ok),
             self.ar_id.eq(tag_alloc[: p.read_id_width]),
-            self.ar_addr.eq(cur_addr), self.ar_len.eq(burst - 1),
+            self.ar_addr.eq(c_addr), self.ar_len.eq(c_beats - 1),
             fire.eq(self.ar_valid & self.ar_ready),
-            self.tag_alloc.eq(tag_alloc), self.tag_base.eq(row_alloc), self.tag_beats.eq(burst),
+            self.tag_alloc.eq(tag_alloc), self.tag_base.eq(row_alloc), self.tag_beats.eq(c_beats),
             self.row_alloc.eq(row_alloc),
             self.stall_buffer.eq(cur_valid & ~(tags_ok & rows_ok)),
         ]
-        row_next = Signal(rp)
-        m.d.comb += row_next.eq(row_alloc + Mux(fire, burst, 0))
+        next_beats, next_last = bursts.cut(m, p, g_pg, g_left)
         with m.If(fire):
-            m.d.sync += [cur_addr.eq(cur_addr + (burst << lg)), rows_left.eq(rows_left - burst),
-                         row_alloc.eq(row_next), tag_alloc.eq(tag_alloc + 1)]
-            with m.If(rows_left == burst):
+            m.d.sync += [row_alloc.eq(c_after), alloc_low.eq(c_low), tag_alloc.eq(tag_alloc + 1),
+                         c_beats.eq(next_beats), c_last.eq(next_last), c_addr.eq(g_addr),
+                         c_after.eq(c_after + next_beats), c_low.eq(c_low + next_beats),
+                         g_pg.eq(g_pg - next_beats), g_left.eq(g_left - next_beats),
+                         g_addr.eq(g_addr + (next_beats << lg))]
+            with m.If(c_last):
                 m.d.sync += cur_valid.eq(0)
 
         job, wj = self.job.payload, self.wjob.payload
         stopped = Signal()
         reads = Signal()
         free_slot = Signal()
-        nrows = Signal(rp)
+        row_next, low_next = Signal(rp), Signal(rp)
         m.d.comb += [
-            stopped.eq(dropped(self.stops, job.queue, job.index, started=False) & ((job.kind == JobKind.COPY) | (job.kind == JobKind.IMM))),
-            reads.eq((job.kind == JobKind.COPY) & (job.length != 0) & ~stopped),
-            free_slot.eq(~cur_valid | (fire & (rows_left == burst))),
-            nrows.eq((job.src_addr[:lg] + job.length + (p.data_bytes - 1)) >> lg),
+            row_next.eq(Mux(fire, c_after, row_alloc)),
+            low_next.eq(Mux(fire, c_low, alloc_low)),
+            # what the validator let pass can only have been stopped since from behind (or disabled, flushed)
+            stopped.eq((self.stops.hard.bit_select(job.queue, 1) | self.stops.draining.bit_select(job.queue, 1)
+                        | self.stops.flush) & ((job.kind == JobKind.COPY) | (job.kind == JobKind.IMM))),
+            reads.eq((job.kind == JobKind.COPY) & ~job.zero & ~stopped),
+            free_slot.eq(~cur_valid | (fire & c_last)),
             self.job.ready.eq(self.wjob.ready & (~reads | free_slot)),
             self.wjob.valid.eq(self.job.valid & (~reads | free_slot)),
             wj.eq(job),
             wj.row0.eq(row_next),
-            wj.nrows.eq(Mux(reads, nrows, 0)),
+            wj.nrows.eq(Mux(reads, job.nrows, 0)),
         ]
         with m.If(stopped):
             m.d.comb += wj.kind.eq(JobKind.DROP)
         with m.If(self.job.valid & self.job.ready & reads):
-            m.d.sync += [cur_valid.eq(1), cur_addr.eq(job.src_addr & ~(p.data_bytes - 1)), rows_left.eq(nrows)]
+            # the validator planned the first burst (rbeats, rlast)
+            m.d.sync += [cur_valid.eq(1), c_beats.eq(job.rbeats), c_last.eq(job.rlast),
+                         c_addr.eq(job.src_addr & ~(p.data_bytes - 1)),
+                         c_after.eq(row_next + job.rbeats), c_low.eq(low_next + job.rbeats),
+                         g_pg.eq(bursts.to_page(p, job.src_addr) - job.rbeats), g_left.eq(job.nrows - job.rbeats),
+                         g_addr.eq((job.src_addr & ~(p.data_bytes - 1)) + (job.rbeats << lg))]
         m.d.comb += self.idle.eq(~cur_valid & (tag_alloc == self.tag_free))
         return m

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth import Array, Module, Mux, Signal
+from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -40,41 +40,65 @@ class ReadTracker(wiring.Component):
         p = self.p
         n = p.reads_outstanding
         rp = p.row_ptr_width
+        iw = p.read_id_width
+        aw = (p.buffer_rows - 1).bit_length()
         base = Array(Signal(rp, name=f"base{i}") for i in range(n))
-        beats = Array(Signal(9, name=f"beats{i}") for i in range(n))
+        last = Array(Signal(8, name=f"last{i}") for i in range(n))  # beats - 1
         recv = Array(Signal(9, name=f"recv{i}") for i in range(n))
+        ptr = Array(Signal(aw, name=f"ptr{i}") for i in range(n))  # buffer row of the next beat
         err = Array(Signal(name=f"err{i}") for i in range(n))
+        done = Array(Signal(name=f"done{i}") for i in range(n))  # every beat is in
 
-        with m.If(self.tag_valid):
-            t = self.tag_alloc[: p.read_id_width]
-            m.d.sync += [base[t].eq(self.tag_base), beats[t].eq(self.tag_beats)]
+        # An ID's entry is written the cycle after its address handshake (and cleared then, so retiring
+        # the oldest touches only the pointers); `alloc` counts the entries written.
+        t_valid, t_id, t_base, t_beats = Signal(), Signal(iw), Signal(rp), Signal(9)
+        alloc = Signal(iw + 1)
+        m.d.sync += [t_valid.eq(self.tag_valid), t_id.eq(self.tag_alloc[:iw]),
+                     t_base.eq(self.tag_base), t_beats.eq(self.tag_beats), alloc.eq(self.tag_alloc)]
+        with m.If(t_valid):
+            m.d.sync += [base[t_id].eq(t_base), last[t_id].eq(t_beats - 1), ptr[t_id].eq(t_base[:aw]),
+                         recv[t_id].eq(0), err[t_id].eq(0), done[t_id].eq(0)]
 
-        m.d.comb += self.r_ready.eq(1)
-        row = Signal(rp)
+        # Beats: A registers the port (a beat comes at least a cycle after its address handshake, so it
+        # finds its entry written) and reads its ID's entry; B writes the data and the updated entry.
+        # When B's previous beat had the same ID, A's read missed that update: B forwards it.
+        a_valid, a_id, a_data, a_resp = Signal(), Signal(iw), Signal(p.data_width), Signal(2)
+        m.d.sync += [a_valid.eq(self.r_valid), a_id.eq(self.r_id), a_data.eq(self.r_data), a_resp.eq(self.r_resp)]
+        b_valid, b_id, b_data, b_resp, b_fwd = Signal(), Signal(iw), Signal(p.data_width), Signal(2), Signal()
+        b_ptr, b_recv, b_last = Signal(aw), Signal(9), Signal(8)
+        f_ptr, f_recv = Signal(aw), Signal(9)  # B's updated values, for the next beat
+        m.d.sync += [b_valid.eq(a_valid), b_id.eq(a_id), b_data.eq(a_data), b_resp.eq(a_resp),
+                     b_fwd.eq(b_valid & (b_id == a_id)),
+                     b_ptr.eq(ptr[a_id]), b_recv.eq(recv[a_id]), b_last.eq(last[a_id])]
+        ptr_use, recv_use = Signal(aw), Signal(9)
         m.d.comb += [
-            row.eq(base[self.r_id] + recv[self.r_id]),
-            self.buf_en.eq(self.r_valid), self.buf_addr.eq(row), self.buf_data.eq(self.r_data),
+            ptr_use.eq(Mux(b_fwd, f_ptr, b_ptr)), recv_use.eq(Mux(b_fwd, f_recv, b_recv)),
+            self.r_ready.eq(1),
+            self.buf_en.eq(b_valid), self.buf_addr.eq(ptr_use), self.buf_data.eq(b_data),
         ]
-        with m.If(self.r_valid):
-            m.d.sync += recv[self.r_id].eq(recv[self.r_id] + 1)
-            with m.If(self.r_resp != Resp.OKAY):
-                m.d.sync += err[self.r_id].eq(1)
+        m.d.sync += [f_ptr.eq(ptr_use + 1), f_recv.eq(recv_use + 1)]
+        with m.If(b_valid):
+            m.d.sync += [recv[b_id].eq(recv_use + 1), ptr[b_id].eq(ptr_use + 1),
+                         done[b_id].eq(recv_use == b_last)]
+            with m.If(b_resp != Resp.OKAY):
+                m.d.sync += err[b_id].eq(1)
 
-        tag_free = Signal(p.read_id_width + 1)
+        tag_free = Signal(iw + 1)
         filled = Signal(rp)
-        cur = tag_free[: p.read_id_width]
+        cur = tag_free[:iw]
         outstanding, complete, advance = Signal(), Signal(), Signal()
         m.d.comb += [
-            outstanding.eq(tag_free != self.tag_alloc),
-            complete.eq(outstanding & (recv[cur] == beats[cur])),
+            outstanding.eq(tag_free != alloc),
+            complete.eq(outstanding & done[cur]),
             self.fault_valid.eq(complete & err[cur]),
             self.fault_row.eq(base[cur]),
             advance.eq(complete & (~err[cur] | self.fault_ack)),
             self.tag_free.eq(tag_free),
             self.inflight.eq(self.tag_alloc - tag_free),
         ]
+        not_last = Signal(rp)  # -beats = ~(beats - 1): one subtraction adds the beats
+        m.d.comb += not_last.eq(~Cat(last[cur], Const(0, rp - 8)))
         with m.If(advance):
-            m.d.sync += [filled.eq(filled + beats[cur]), tag_free.eq(tag_free + 1),
-                         recv[cur].eq(0), err[cur].eq(0)]
+            m.d.sync += [filled.eq(filled - not_last), tag_free.eq(tag_free + 1)]
         m.d.sync += self.filled.eq(filled + Mux(outstanding & ~err[cur], recv[cur], 0))
         return m

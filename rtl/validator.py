@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from driver.abi import FLAGS_VALID, IMM_BYTES, ErrorCode, Flag, Perm
+from rtl import bursts
 from rtl.abi_layouts import DescriptorLayout
 from rtl.jobs import CODE_BITS, INDEX_BITS, JobKind, dropped, job_layout, pick_layout, stops_signature
 from rtl.params import EngineParams
@@ -14,14 +15,17 @@ from rtl.region_table import lookup_signature
 
 
 class Validator(wiring.Component):
-    """Three stages, one descriptor a cycle, stalling together when the job queue is full:
+    """Four stages, one descriptor a cycle, stalling together when the job queue is full:
 
+    S0  the scheduler's pick is registered.
     S1  the slot arrives from the window; a FENCE or IMM descriptor whose queue still has work in
-        flight is squashed and its queue rewinds to it (it is read again once the queue drained);
-        the source and destination regions are looked up.
-    S2  regions arrive; flag, length, alignment, region and permission checks; end offsets and
-        bus addresses are summed (65-bit ends, so offsets near 2**64 cannot wrap).
-    S3  bounds and overlap; the first failing check in ErrorCode order wins. A failure (or a
+        flight is squashed and its queue rewinds to it (it is read again once the queue drained; a
+        pick of that queue in S0 or in the same cycle is dropped); the source and destination regions are
+        looked up.
+    S2  regions arrive; flag, length, alignment, region and permission checks; bounds and overlap
+        are compared (offset + length > size without wrapping, one carry chain each); bus addresses
+        and the source's buffer rows are summed.
+    S3  the first failing check in ErrorCode order wins; the first read burst is planned. A failure (or a
         doorbell-error token) becomes an ERROR job; a failure stops its queue from that index on
         (a token needs not: nothing follows it). A descriptor after the index where its queue
         stopped becomes a DROP job.
@@ -49,23 +53,36 @@ class Validator(wiring.Component):
         p = self.p
         adv = Signal()
 
+        # S0: the scheduler's pick, registered (the window read starts from a register)
+        s0_valid, s1_valid = Signal(), Signal()
+        s0, s1 = Signal(pick_layout(p)), Signal(pick_layout(p))
+        fence_wait = Signal()
+        squash = Signal()
+
+        def killed(queue):
+            # a pick of the queue squashed this cycle is dropped (the queue rewinds to the squashed slot)
+            return squash & (queue == s1.queue)
+
+        m.d.comb += self.pick.ready.eq(~s0_valid | adv)
+        with m.If(adv):
+            m.d.sync += s0_valid.eq(0)
+        with m.If(self.pick.ready):
+            m.d.sync += [s0_valid.eq(self.pick.valid & ~killed(self.pick.payload.queue)), s0.eq(self.pick.payload)]
+
         # S1: slot read in flight
-        s1_valid = Signal()
-        s1 = Signal(pick_layout(p))
         m.d.comb += [
-            self.pick.ready.eq(adv),
-            self.win_en.eq(adv), self.win_queue.eq(self.pick.payload.queue),
-            self.win_slot.eq(self.pick.payload.index[: (p.slots - 1).bit_length()]),
+            self.win_en.eq(adv), self.win_queue.eq(s0.queue),
+            self.win_slot.eq(s0.index[: (p.slots - 1).bit_length()]),
         ]
         with m.If(adv):
-            m.d.sync += [s1_valid.eq(self.pick.valid), s1.eq(self.pick.payload)]
+            m.d.sync += [s1_valid.eq(s0_valid & ~killed(s0.queue)), s1.eq(s0)]
 
         desc = self.win_desc
-        fence_wait = Signal()
         m.d.comb += fence_wait.eq(s1_valid & ~s1.token & ((desc.flags & (Flag.FENCE | Flag.IMM)) != 0)
                                   & ~self.inflight_zero.bit_select(s1.queue, 1))
         m.d.comb += [
-            self.squash_valid.eq(adv & fence_wait), self.squash_queue.eq(s1.queue), self.squash_index.eq(s1.index),
+            squash.eq(adv & fence_wait),
+            self.squash_valid.eq(squash), self.squash_queue.eq(s1.queue), self.squash_index.eq(s1.index),
             self.issue_valid.eq(adv & s1_valid & ~fence_wait), self.issue_queue.eq(s1.queue),
             self.src.en.eq(adv), self.src.id.eq(desc.src_region),
             self.dst.en.eq(adv), self.dst.id.eq(desc.dst_region),
@@ -99,30 +116,35 @@ class Validator(wiring.Component):
         s3_imm, s3_same, s3_notify = Signal(), Signal(), Signal()
         s3_early = Signal(CODE_BITS)
         s3_cookie, s3_len = Signal(32), Signal(32)
-        s3_src_off, s3_dst_off = Signal(64), Signal(64)
-        s3_src_end, s3_dst_end = Signal(65), Signal(65)
-        s3_src_size, s3_dst_size = Signal(64), Signal(64)
+        s3_src_oob, s3_dst_oob, s3_overlap, s3_zero = Signal(), Signal(), Signal(), Signal()
         s3_src_addr, s3_dst_addr = Signal(64), Signal(64)
+        s3_nrows = Signal(p.row_ptr_width)
+        lg = (p.data_bytes - 1).bit_length()
         with m.If(adv):
             m.d.sync += [
                 s3_valid.eq(s2_valid), s3.eq(s2), s3_imm.eq(imm), s3_early.eq(early),
                 s3_same.eq(~imm & (s2d.src_region == s2d.dst_region) & (s2d.length != 0)),
                 s3_notify.eq((s2d.flags & Flag.NOTIFY) != 0), s3_cookie.eq(s2d.cookie), s3_len.eq(s2d.length),
-                s3_src_off.eq(s2d.src_offset), s3_dst_off.eq(s2d.dst_offset),
-                s3_src_end.eq(s2d.src_offset + s2d.length), s3_dst_end.eq(s2d.dst_offset + s2d.length),
-                s3_src_size.eq(se.size), s3_dst_size.eq(de.size),
+                s3_zero.eq(s2d.length == 0),
+                # offset + length > size, and the two ranges' overlap, each in one carry chain
+                s3_src_oob.eq(_sum_exceeds(s2d.src_offset, s2d.length, se.size)),
+                s3_dst_oob.eq(_sum_exceeds(s2d.dst_offset, s2d.length, de.size)),
+                s3_overlap.eq(_sum_exceeds(s2d.dst_offset, s2d.length, s2d.src_offset)
+                              & _sum_exceeds(s2d.src_offset, s2d.length, s2d.dst_offset)),
                 s3_src_addr.eq(Mux(imm, s2d.src_offset, se.addr + s2d.src_offset)),
                 s3_dst_addr.eq(de.addr + s2d.dst_offset),
+                s3_nrows.eq(((se.addr[:lg] + s2d.src_offset[:lg])[:lg] + s2d.length + (p.data_bytes - 1)) >> lg),
             ]
         code = Signal(CODE_BITS)
         with m.If(s3_early != 0):
             m.d.comb += code.eq(s3_early)
-        with m.Elif((~s3_imm & (s3_src_end > s3_src_size)) | (s3_dst_end > s3_dst_size)):
+        with m.Elif((~s3_imm & s3_src_oob) | s3_dst_oob):
             m.d.comb += code.eq(ErrorCode.OUT_OF_BOUNDS)
-        with m.Elif(s3_same & (s3_src_off < s3_dst_end) & (s3_dst_off < s3_src_end)):
+        with m.Elif(s3_same & s3_overlap):
             m.d.comb += code.eq(ErrorCode.OVERLAP)
 
         j = self.job.payload
+        rbeats, rlast = bursts.cut(m, p, bursts.to_page(p, s3_src_addr), s3_nrows)
         kind = Signal(JobKind)
         with m.If(s3.token):
             m.d.comb += kind.eq(JobKind.ERROR)
@@ -139,10 +161,21 @@ class Validator(wiring.Component):
             j.kind.eq(kind), j.queue.eq(s3.queue), j.index.eq(s3.index),
             j.cookie.eq(Mux(s3.token, 0, s3_cookie)), j.code.eq(Mux(s3.token, s3.code, code)),
             j.notify.eq(s3_notify), j.src_addr.eq(s3_src_addr), j.dst_addr.eq(s3_dst_addr),
-            j.length.eq(s3_len),
+            j.length.eq(s3_len), j.zero.eq(s3_zero), j.nrows.eq(s3_nrows), j.rbeats.eq(rbeats), j.rlast.eq(rlast),
             adv.eq(~s3_valid | self.job.ready),
         ]
         m.d.comb += [self.stop_valid.eq(adv & s3_valid & (kind == JobKind.ERROR) & ~s3.token),
                      self.stop_queue.eq(s3.queue), self.stop_index.eq(s3.index)]
-        m.d.comb += self.idle.eq(~s1_valid & ~s2_valid & ~s3_valid)
+        m.d.comb += self.idle.eq(~s0_valid & ~s1_valid & ~s2_valid & ~s3_valid)
         return m
+
+
+def _sum_exceeds(a, b, c) -> Value:
+    """a + b > c for unsigned a, b, c: a + b + ~c (= a + b - c - 1) is not negative. The three terms are
+    first reduced to two (a carry-save step), so one carry chain remains."""
+    w = max(len(a), len(b), len(c)) + 3
+    a, b, nc = (Cat(v, Const(0, w - len(v))) for v in (a, b, c))
+    nc = ~nc
+    s = a ^ b ^ nc
+    carry = (a & b) | (a & nc) | (b & nc)
+    return ~(s + Cat(Const(0, 1), carry[: w - 1]))[w - 1]

@@ -61,7 +61,7 @@ class WriteData(wiring.Component):
         m.d.comb += row.eq(e.row0 + done_rows)
         discard_ready = Signal()
         landed = Signal(rp)
-        m.d.comb += [landed.eq(self.filled - (e.row0 + e.nrows)), discard_ready.eq(~landed[-1])]
+        m.d.comb += [landed.eq(self.filled - e.row_end), discard_ready.eq(~landed[-1])]
 
         with m.If(self.went.valid):
             with m.Switch(e.kind):
@@ -91,7 +91,7 @@ class WriteData(wiring.Component):
                 with m.Case(WKind.DISCARD):
                     m.d.comb += self.went.ready.eq(discard_ready)
                     with m.If(discard_ready):
-                        m.d.sync += [row_free.eq(e.row0 + e.nrows), started.eq(0)]
+                        m.d.sync += [row_free.eq(e.row_end), started.eq(0)]
         m.d.comb += [self.rd_en.eq(adv), self.rd_addr.eq(row[: (p.buffer_rows - 1).bit_length()])]
 
         # --- A: the row is on rd_data ---------------------------------------------------

@@ -7,8 +7,9 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from driver.abi import ErrorCode
+from rtl import bursts
 from rtl.jobs import INDEX_BITS, JobKind, WKind, centry_layout, dropped, job_layout, stops_signature, wentry_layout
-from rtl.params import PAGE_BYTES, EngineParams
+from rtl.params import EngineParams
 
 
 class WritePlanner(wiring.Component):
@@ -48,41 +49,93 @@ class WritePlanner(wiring.Component):
         dwb = p.data_bytes
         lg = (dwb - 1).bit_length()
         lanes = lg or 1
+        pgw = bursts.page_bits(p)
 
+        def plan(pg, left, reach, addr):
+            """The burst that starts at `addr`, `pg` beats before a 4 KiB boundary, with `left` beats of the
+            copy to go and the rows before `reach` needed so far; and the state after it."""
+            beats, last = bursts.cut(m, p, pg, left)
+            return {"beats": beats, "last": last, "reach": (reach + beats)[:rp], "addr": addr,
+                    "pg": (pg - beats)[:pgw], "left": (left - beats)[:rp], "dst": (addr + (beats << lg))[:64]}
+
+        # Jobs pass two preparation stages, so that a burst is decided from registers only: A derives
+        # the job's beats, page distance and row bounds; B plans its first burst. The current job keeps
+        # the plan of its next burst (P) and the state after it (G), and plans the following one as it
+        # issues. Rows are absolute: a burst is ready once `filled` reaches min(reach, end).
+        plan_fields = {"beats": bursts.BEATS_BITS, "last": 1, "reach": rp, "addr": 64, "pg": pgw, "left": rp, "dst": 64}
+        job_fields = {"end": rp, "b_neg": 1, "shift": lanes, "first_lane": lanes, "last_lane": lanes,
+                      "preload": 1, "zero": 1}
+
+        def regs(prefix, fields):
+            return {k: Signal(w, name=f"{prefix}_{k}") for k, w in fields.items()}
+
+        # --- stage A -------------------------------------------------------------------
+        nj = self.wjob.payload
+        a_valid = Signal()
+        a = Signal(job_layout(p))
+        aj = regs("a", job_fields)
+        a_pg, a_left, a_reach, a_dst = Signal(pgw), Signal(rp), Signal(rp), Signal(64)
+        # --- stage B -------------------------------------------------------------------
+        b_valid = Signal()
+        b = Signal(job_layout(p))
+        bj = regs("b", job_fields)
+        bp = regs("b", plan_fields)
+        # --- current job -----------------------------------------------------------------
         cur_valid = Signal()
         cur = Signal(job_layout(p))
-        dst = Signal(64)  # next burst's address, aligned down to the data width
-        beats_left = Signal(rp)
-        j = Signal(rp)  # descriptor beat index of the next burst's first beat
+        cj = regs("c", job_fields)
+        cp = regs("c", plan_fields)
         first = Signal()
-        # source lane < destination lane: beat j needs rows j-1 and j; same lane: row j alone; else j and j+1
-        b_neg = Signal()
-        shift, first_lane, last_lane = Signal(lanes), Signal(lanes), Signal(lanes)
 
-        # --- the next burst of the current copy -------------------------------------------
-        to_page = Signal(range(PAGE_BYTES // dwb + 1))
-        capped, beats = Signal(9), Signal(9)
+        load = Signal()  # B becomes the current job
+        b_take = Signal()  # A moves to B
         m.d.comb += [
-            to_page.eq((PAGE_BYTES - dst[: PAGE_BYTES.bit_length() - 1]) >> lg),
-            capped.eq(Mux(to_page < p.max_burst_beats, to_page, p.max_burst_beats)),
-            beats.eq(Mux(beats_left < capped, beats_left, capped)),
+            b_take.eq(~b_valid | load),
+            self.wjob.ready.eq(~a_valid | b_take),
         ]
-        last_burst = Signal()
-        need = Signal(rp)  # the highest row (relative to row0) the burst reads
-        reach = Signal(rp)
-        m.d.comb += [
-            last_burst.eq(beats == beats_left),
-            reach.eq(j + beats - (b_neg | (shift == 0))),
-            need.eq(Mux(reach < cur.nrows - 1, reach, cur.nrows - 1)),
-        ]
-        have = Signal(rp)
-        fault_rel = Signal(rp)
+        with m.If(self.wjob.valid & self.wjob.ready):
+            do_lane, so_lane = nj.dst_addr[:lg], nj.src_addr[:lg]
+            b_neg, same = Signal(), Signal()
+            m.d.comb += [b_neg.eq(so_lane < do_lane), same.eq(so_lane == do_lane)]
+            m.d.sync += [
+                a.eq(nj),
+                aj["end"].eq(nj.row0 + nj.nrows),
+                aj["b_neg"].eq(b_neg), aj["shift"].eq(so_lane - do_lane),
+                aj["first_lane"].eq(do_lane), aj["last_lane"].eq(do_lane + nj.length - 1),
+                aj["preload"].eq(~b_neg & ~same & (nj.nrows != 0)), aj["zero"].eq(nj.zero),
+                # source lane < destination lane: beat j needs rows j-1 and j; same lane: row j alone; else j and j+1
+                a_reach.eq(nj.row0 + ~(b_neg | same)),
+                a_pg.eq(bursts.to_page(p, nj.dst_addr)),
+                a_left.eq((do_lane + nj.length + (dwb - 1)) >> lg),
+                a_dst.eq(nj.dst_addr & ~(dwb - 1)),
+            ]
+        with m.If(b_take):
+            m.d.sync += a_valid.eq(0)
+        with m.If(self.wjob.valid & self.wjob.ready):
+            m.d.sync += a_valid.eq(1)
+
+        first_plan = plan(a_pg, a_left, a_reach, a_dst)
+        with m.If(b_take):
+            m.d.sync += [b_valid.eq(a_valid), b.eq(a)]
+            m.d.sync += [bj[k].eq(aj[k]) for k in job_fields]
+            m.d.sync += [bp[k].eq(first_plan[k]) for k in plan_fields]
+
+        # --- faults seen by the tracker, one cycle late; `ack` is the registered acknowledge -------
+        ack = Signal()
+        fq_valid = Signal()
+        fq_row = Signal(rp)
+        fault = Signal()
+        m.d.sync += [fq_valid.eq(self.fault_valid & ~ack), fq_row.eq(self.fault_row)]
+        m.d.comb += [fault.eq(fq_valid & ~ack), self.fault_ack.eq(ack)]
+
+        def at_or_after(x, y):
+            return ~(x - y)[rp - 1]
+
         ready_rows, fault_here = Signal(), Signal()
         m.d.comb += [
-            have.eq(self.filled - cur.row0),
-            fault_rel.eq(self.fault_row - cur.row0),
-            ready_rows.eq(~have[-1] & (have > need)),
-            fault_here.eq(self.fault_valid & ~fault_rel[-1] & (fault_rel <= need)),
+            ready_rows.eq(at_or_after(self.filled, cp["reach"]) | at_or_after(self.filled, cj["end"])),
+            fault_here.eq(fault & at_or_after(fq_row, cur.row0) & ~at_or_after(fq_row, cp["reach"])
+                          & ~at_or_after(fq_row, cj["end"])),
         ]
 
         # --- AW register ----------------------------------------------------------------
@@ -92,16 +145,19 @@ class WritePlanner(wiring.Component):
             m.d.sync += self.aw_valid.eq(0)
 
         # --- what the current job does this cycle ------------------------------------------
+        # A queue stop is seen a cycle late, except the planner's own (the next job may be of that queue).
+        stop_q = Signal()
         stopped = Signal()
-        m.d.comb += stopped.eq(dropped(self.stops, cur.queue, cur.index, started=True))
+        m.d.comb += stopped.eq(stop_q | self.stops.flush)
         we, ce = self.went.payload, self.cent.payload
         m.d.comb += [
             ce.queue.eq(cur.queue), ce.index.eq(cur.index), ce.cookie.eq(cur.cookie), ce.code.eq(cur.code),
             ce.notify.eq(cur.notify), ce.length.eq(cur.length),
-            we.row0.eq(cur.row0), we.nrows.eq(cur.nrows), we.first.eq(first), we.last.eq(last_burst),
-            we.preload.eq(~b_neg & (shift != 0) & (cur.nrows != 0)), we.shift.eq(shift),
-            we.first_lane.eq(first_lane), we.last_lane.eq(last_lane), we.imm.eq(cur.src_addr),
+            we.row0.eq(cur.row0), we.nrows.eq(cur.nrows), we.row_end.eq(cj["end"]), we.first.eq(first), we.last.eq(cp["last"]),
+            we.preload.eq(cj["preload"]), we.shift.eq(cj["shift"]),
+            we.first_lane.eq(cj["first_lane"]), we.last_lane.eq(cj["last_lane"]), we.imm.eq(cur.src_addr),
         ]
+        next_plan = plan(cp["pg"], cp["left"], cp["reach"], cp["dst"])
         finish = Signal()
         fail_ack = Signal()
         issue = Signal()
@@ -115,12 +171,12 @@ class WritePlanner(wiring.Component):
                              finish.eq(self.cent.ready & (self.went.ready | (cur.nrows == 0)))]
             with m.Elif(cur.kind == JobKind.IMM):
                 m.d.comb += [ce.burst.eq(1), ce.marker.eq(1), we.kind.eq(WKind.IMM), we.beats.eq(1),
-                             we.first_lane.eq(cur.dst_addr[:lg] if lg else 0),
+                             we.first_lane.eq(cur.dst_addr[:lg]),
                              issue.eq(aw_free & self.went.ready & self.cent.ready),
                              self.cent.valid.eq(issue), self.went.valid.eq(issue), finish.eq(issue)]
                 with m.If(issue):
                     m.d.sync += [self.aw_valid.eq(1), self.aw_addr.eq(cur.dst_addr & ~(dwb - 1)), self.aw_len.eq(0)]
-            with m.Elif(cur.length == 0):
+            with m.Elif(cj["zero"]):
                 m.d.comb += [ce.marker.eq(1), self.cent.valid.eq(1), finish.eq(self.cent.ready)]
             with m.Elif(fault_here):
                 m.d.comb += [ce.marker.eq(1), ce.code.eq(ErrorCode.BUS_ERROR), we.kind.eq(WKind.DISCARD),
@@ -129,39 +185,33 @@ class WritePlanner(wiring.Component):
                 m.d.comb += fail_ack.eq(finish)
                 m.d.comb += [self.stop_valid.eq(finish), self.stop_queue.eq(cur.queue), self.stop_index.eq(cur.index)]
             with m.Else():
-                m.d.comb += [ce.burst.eq(1), ce.marker.eq(last_burst), we.kind.eq(WKind.BURST), we.beats.eq(beats),
+                m.d.comb += [ce.burst.eq(1), ce.marker.eq(cp["last"]), we.kind.eq(WKind.BURST), we.beats.eq(cp["beats"]),
                              issue.eq(ready_rows & aw_free & self.went.ready & self.cent.ready),
-                             self.cent.valid.eq(issue), self.went.valid.eq(issue), finish.eq(issue & last_burst)]
+                             self.cent.valid.eq(issue), self.went.valid.eq(issue), finish.eq(issue & cp["last"])]
                 with m.If(issue):
-                    m.d.sync += [self.aw_valid.eq(1), self.aw_addr.eq(dst), self.aw_len.eq(beats - 1),
-                                 dst.eq(dst + (beats << lg)), beats_left.eq(beats_left - beats),
-                                 j.eq(j + beats), first.eq(0)]
-        with m.If(finish):
-            m.d.sync += cur_valid.eq(0)
+                    m.d.sync += [self.aw_valid.eq(1), self.aw_addr.eq(cp["addr"]), self.aw_len.eq(cp["beats"] - 1),
+                                 first.eq(0)]
+                    m.d.sync += [cp[k].eq(next_plan[k]) for k in plan_fields]
 
         # --- faults of rows before the current job: acknowledge --------------------------------
         ref = Signal(rp)
-        old = Signal(rp)
-        m.d.comb += [
-            ref.eq(Mux(cur_valid, cur.row0, Mux(self.wjob.valid, self.wjob.payload.row0, self.row_alloc))),
-            old.eq(self.fault_row - ref),
-            self.fault_ack.eq(fail_ack | (self.fault_valid & old[-1])),
-        ]
+        m.d.comb += ref.eq(Mux(cur_valid, cur.row0, Mux(b_valid, b.row0, Mux(a_valid, a.row0,
+                                                                            Mux(self.wjob.valid, nj.row0, self.row_alloc)))))
+        m.d.sync += ack.eq(fail_ack | (fault & ~at_or_after(fq_row, ref)))
 
         # --- load the next job -----------------------------------------------------------------
-        nj = self.wjob.payload
-        do_lane = nj.dst_addr[:lg] if lg else 0
-        so_lane = nj.src_addr[:lg] if lg else 0
-        m.d.comb += self.wjob.ready.eq(~cur_valid | finish)
-        with m.If(self.wjob.valid & self.wjob.ready):
-            m.d.sync += [
-                cur_valid.eq(1), cur.eq(nj), first.eq(1), j.eq(0),
-                dst.eq(nj.dst_addr & ~(dwb - 1)),
-                beats_left.eq((do_lane + nj.length + (dwb - 1)) >> lg),
-                b_neg.eq(so_lane < do_lane),
-                shift.eq(so_lane - do_lane),
-                first_lane.eq(do_lane),
-                last_lane.eq(do_lane + nj.length - 1),
-            ]
-        m.d.comb += self.idle.eq(~cur_valid & ~self.aw_valid)
+        stop_cur, stop_b = Signal(), Signal()
+        m.d.comb += [
+            load.eq(b_valid & (~cur_valid | finish)),
+            stop_cur.eq(dropped(self.stops, cur.queue, cur.index, started=True)),
+            stop_b.eq(dropped(self.stops, b.queue, b.index, started=True)),
+        ]
+        m.d.sync += stop_q.eq(Mux(load, stop_b | (self.stop_valid & (b.queue == cur.queue)), stop_cur))
+        with m.If(finish):
+            m.d.sync += cur_valid.eq(0)
+        with m.If(load):
+            m.d.sync += [cur_valid.eq(1), cur.eq(b), first.eq(1)]
+            m.d.sync += [cj[k].eq(bj[k]) for k in job_fields]
+            m.d.sync += [cp[k].eq(bp[k]) for k in plan_fields]
+        m.d.comb += self.idle.eq(~cur_valid & ~a_valid & ~b_valid & ~self.aw_valid)
         return m
