@@ -161,6 +161,7 @@ class WritePlanner(wiring.Component):
         finish = Signal()
         fail_ack = Signal()
         issue = Signal()
+        m.d.sync += self.stop_valid.eq(0)
         with m.If(cur_valid):
             with m.If(cur.kind == JobKind.ERROR):
                 m.d.comb += [ce.marker.eq(1), self.cent.valid.eq(1), finish.eq(self.cent.ready)]
@@ -183,7 +184,7 @@ class WritePlanner(wiring.Component):
                              self.cent.valid.eq(self.went.ready), self.went.valid.eq(self.cent.ready),
                              finish.eq(self.cent.ready & self.went.ready)]
                 m.d.comb += fail_ack.eq(finish)
-                m.d.comb += [self.stop_valid.eq(finish), self.stop_queue.eq(cur.queue), self.stop_index.eq(cur.index)]
+                m.d.sync += [self.stop_valid.eq(finish), self.stop_queue.eq(cur.queue), self.stop_index.eq(cur.index)]
             with m.Else():
                 m.d.comb += [ce.burst.eq(1), ce.marker.eq(cp["last"]), we.kind.eq(WKind.BURST), we.beats.eq(cp["beats"]),
                              issue.eq(ready_rows & aw_free & self.went.ready & self.cent.ready),
@@ -206,7 +207,12 @@ class WritePlanner(wiring.Component):
             stop_cur.eq(dropped(self.stops, cur.queue, cur.index, started=True)),
             stop_b.eq(dropped(self.stops, b.queue, b.index, started=True)),
         ]
-        m.d.sync += stop_q.eq(Mux(load, stop_b | (self.stop_valid & (b.queue == cur.queue)), stop_cur))
+        # the planner's own stop reaches the queue table a cycle later (registered), and its `stops` the
+        # cycle after: until then the planner applies it itself
+        def own(queue):
+            return (fail_ack & (queue == cur.queue)) | (self.stop_valid & (queue == self.stop_queue))
+
+        m.d.sync += stop_q.eq(Mux(load, stop_b | own(b.queue), stop_cur | own(cur.queue)))
         with m.If(finish):
             m.d.sync += cur_valid.eq(0)
         with m.If(load):
