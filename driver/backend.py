@@ -82,7 +82,7 @@ class Backend(ABC):
 
     name: str
     geometry: Geometry
-    completion_placement = "host"  # where completion words should live: the producer polls them
+    completion_placement = "host"  # where GPU producers' completion words live (CPU producers use host memory)
 
     # --- memory -------------------------------------------------------------------
     @abstractmethod

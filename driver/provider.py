@@ -46,12 +46,16 @@ class EngineProvider(ABC):
                 outcomes[sc.name] = play(be, sc)
         return outcomes
 
+    # Where the demo's copies read and write ("host", or "device" for GPU memory).
+    workload_placements: tuple[str, str] = ("host", "host")
+
     def run_workload(self, spec, **params):
         """Run `arkdma demo`'s workload (driver.workload.WorkloadSpec); returns a WorkloadResult."""
         from driver.workload import run_on_backend
 
+        src, dst = self.workload_placements
         with self.open(**params) as backend:
-            return run_on_backend(backend, spec)
+            return run_on_backend(backend, spec, src_placement=src, dst_placement=dst)
 
 
 class ReferenceProvider(EngineProvider):

@@ -29,6 +29,7 @@ class HostProvider(EngineProvider):
 class CudaProvider(EngineProvider):
     name = "software-cuda"
     summary = "software engine: a C++ thread polls the queues and copies with the GPU's copy engines"
+    workload_placements = ("device", "host")  # the demo copies as a GPU offloads: GPU to pinned host memory
 
     def unavailable_reason(self) -> str | None:
         from host import native
@@ -49,10 +50,3 @@ class CudaProvider(EngineProvider):
         from host.engine import SoftwareEngine
 
         return SoftwareEngine("cuda", **params)
-
-    def run_workload(self, spec, **params):
-        """The demo's workload as a GPU offloads: GPU memory to pinned host memory, over the copy engines."""
-        from driver.workload import run_on_backend
-
-        with self.open(**params) as backend:
-            return run_on_backend(backend, spec, src_placement="device", dst_placement="host")
