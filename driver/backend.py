@@ -55,6 +55,20 @@ class Counters:
     cycles: int = 0
 
 
+PLACEMENTS = ("host", "device")
+# Far above any real buffer, and well inside the native engine's uint64 sizes: a larger size is a mistake.
+MAX_BUFFER_BYTES = 1 << 48
+
+
+def check_size(size) -> int:
+    """A buffer size as an int in 1..MAX_BUFFER_BYTES, or TypeError/ValueError saying what was wrong."""
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise TypeError(f"a buffer size must be an int, not {type(size).__name__} {size!r}")
+    if not 0 < size <= MAX_BUFFER_BYTES:
+        raise ValueError(f"a buffer size must be 1..{MAX_BUFFER_BYTES} bytes (256 TiB), not {size}")
+    return size
+
+
 def completion_word(completed: int, error: bool) -> int:
     return (completed & COMPLETION_COUNT_MASK) | (int(error) << COMPLETION_ERROR_BIT)
 
@@ -73,6 +87,9 @@ class Buffer(ABC):
     def write(self, offset: int, data: bytes) -> None: ...
 
     def _check(self, offset: int, length: int) -> None:
+        for what, value in (("offset", offset), ("length", length)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"buffer {what} must be an int, not {type(value).__name__} {value!r}")
         if offset < 0 or length < 0 or offset + length > self.size:
             raise ValueError(f"access [{offset}, {offset + length}) outside a buffer of {self.size} bytes")
 
@@ -83,11 +100,25 @@ class Backend(ABC):
     name: str
     geometry: Geometry
     completion_placement = "host"  # where GPU producers' completion words live (CPU producers use host memory)
+    # True where bus memory is a model (reference engine, simulation): a region over an address no buffer
+    # backs is harmless there (the access ends in BUS_ERROR), so registration by address is allowed.
+    modelled_memory = False
+    # True where the engine can read and write ordinary host memory of this process through its pointer
+    # (the software engine's host executor), so a Python buffer may be registered with a reference kept.
+    host_pointers = False
 
     # --- memory -------------------------------------------------------------------
     @abstractmethod
     def alloc(self, size: int, placement: str = "host") -> Buffer:
         """Memory the engine can reach. `placement` is a wish: engines without GPU memory give host memory."""
+
+    def owns(self, buffer: Buffer) -> bool:
+        """Whether `buffer` is memory this engine gave out (so it can keep it alive under a region)."""
+        return False
+
+    def buffer_at(self, addr: int, size: int) -> Buffer | None:
+        """The buffer this engine gave out that holds [addr, addr + size), if any."""
+        return None
 
     # --- host: region table and queue set-up (privileged) ---------------------------
     @abstractmethod

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from driver import register_program as rp
 from driver.abi import QUEUE, WINDOW_BASE, window_stride
-from driver.backend import Backend, Buffer, Counters, ErrorLogEntry, QueueState
+from driver.backend import PLACEMENTS, Backend, Buffer, Counters, ErrorLogEntry, QueueState, check_size
 from driver.bar import Bar, BarError, Vfio, open_sysfs, vfio_plan
 from driver.discovery import SYSFS_PCI, PciCard, cards
 from driver.errors import ArkdmaError, EngineTimeout, EngineUnavailable
@@ -194,9 +194,18 @@ class CardBackend(Backend):
 
     # --- memory -------------------------------------------------------------------------
     def alloc(self, size: int, placement: str = "host") -> Buffer:
-        if placement not in ("host", "device"):
+        if placement not in PLACEMENTS:
             raise ValueError(f"placement must be 'host' or 'device', not {placement!r}")
-        return self.memory.alloc(size, placement)
+        return self.memory.alloc(check_size(size), placement)
+
+    def owns(self, buffer: Buffer) -> bool:
+        return any(b is buffer for b in getattr(self.memory, "buffers", ()))
+
+    def buffer_at(self, addr: int, size: int) -> Buffer | None:
+        for b in getattr(self.memory, "buffers", ()):
+            if b.addr <= addr and addr + size <= b.addr + b.size:
+                return b
+        return None
 
     def unbacked_address(self, size: int) -> int:
         hole = getattr(self.memory, "unbacked_address", None)

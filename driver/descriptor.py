@@ -28,6 +28,8 @@ class Descriptor:
     def __post_init__(self) -> None:
         for f in DESCRIPTOR.fields:
             value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"descriptor field {f.name} must be an int, not {type(value).__name__} {value!r}")
             if not 0 <= value < 1 << f.bits:
                 raise ValueError(f"descriptor field {f.name}={value} does not fit in {f.bits} bits")
 

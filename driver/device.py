@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from driver.abi import COMPLETION_BYTES, COMPLETION_COUNT_MASK, COMPLETION_ERROR_BIT, Perm
+from driver.abi import COMPLETION_BYTES, COMPLETION_COUNT_MASK, COMPLETION_ERROR_BIT, Flag, Perm
 from driver.backend import Backend, Buffer
 from driver.descriptor import Descriptor
 from driver.dtypes import DESCRIPTOR_DTYPE
@@ -16,6 +16,7 @@ from driver.errors import ArkdmaError, EngineTimeout, QueueError
 from driver.regions import RegionHandle, RegionTable
 
 COMPLETION_STRIDE = 64  # one completion word per cache line, so queues never share a line
+MAX_WAIT_S = 7 * 24 * 3600.0
 
 
 class Device:
@@ -36,7 +37,9 @@ class Device:
     def alloc(self, size: int, placement: str = "host") -> Buffer:
         return self.backend.alloc(size, placement)
 
-    def register(self, buffer: Buffer, **kwargs) -> RegionHandle:
+    def register(self, buffer: Buffer | None = None, **kwargs) -> RegionHandle:
+        """Register engine memory as a region (see RegionTable.register; register_host and
+        register_unsafe are on `regions`)."""
         return self.regions.register(buffer, **kwargs)
 
     def _completion_slot(self, queue: int) -> tuple[Buffer, RegionHandle, int]:
@@ -46,11 +49,16 @@ class Device:
             # them without a copy (GPU producers put theirs in GPU memory: driver/gpu/queue.py).
             self._completions = self.alloc(size, "host")
             self._completions.write(0, bytes(size))
-            self._completion_region = self.regions.register(self._completions, perms=Perm.WRITE)
+            # An id from the top, which no user registration gets and no host queue may name.
+            self._completion_region = self.regions.register_internal(self._completions, Perm.WRITE)
         return self._completions, self._completion_region, queue * COMPLETION_STRIDE
 
     def queue(self, queue: int | None = None, start: int = 0) -> "HostQueue":
         """Configure and enable a queue whose completion word lives in engine-reachable memory."""
+        if queue is not None and (isinstance(queue, bool) or not isinstance(queue, int)):
+            raise ArkdmaError(f"a queue id is an int, not {type(queue).__name__} {queue!r}")
+        if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < 1 << 63:
+            raise ArkdmaError(f"start must be an int in 0..2**63-1, not {start!r}")
         if queue is None:
             free = [q for q in range(self.geometry.num_queues) if q not in self._queues]
             if not free:
@@ -69,9 +77,12 @@ class Device:
         self._queues.pop(queue, None)
 
     def close(self) -> None:
-        for hq in list(self._queues.values()):
-            hq.stop()
-        self.backend.close()
+        try:
+            for hq in list(self._queues.values()):
+                hq.stop()
+        finally:
+            self.regions.forget_all()
+            self.backend.close()
 
     def __enter__(self):
         return self
@@ -93,6 +104,7 @@ class HostQueue:
         self._buffer, self._offset = buffer, offset
         self.slots = device.geometry.slots
         self.posted = start
+        self.stopped = False
         self._backend.configure_queue(queue, region.id, offset, start)
         self._backend.enable_queue(queue)
 
@@ -121,7 +133,12 @@ class HostQueue:
                 )
             raw = np.ascontiguousarray(descriptors).tobytes()
         else:
+            descriptors = list(descriptors)
+            if not all(isinstance(d, Descriptor) for d in descriptors):
+                raise ArkdmaError("post() takes Descriptors, an iterable of them, or a DESCRIPTOR_DTYPE array")
             raw = b"".join(d.pack() for d in descriptors)
+        self._check_usable()
+        self._refuse_internal(raw)
         count = len(raw) // 32
         done = 0
         while done < count:
@@ -132,6 +149,28 @@ class HostQueue:
             done += n
             self._backend.ring(self.id, self.posted)
         return self.posted
+
+    def _check_usable(self) -> None:
+        if self.stopped:
+            raise ArkdmaError(f"queue {self.id} was stopped; open it again with device.queue({self.id})")
+
+    def _refuse_internal(self, raw: bytes) -> None:
+        """No descriptor from the host may name the device's own regions (its completion words)."""
+        internal = self.device.regions.internal_ids
+        if not internal or not raw:
+            return
+        table = np.frombuffer(raw, DESCRIPTOR_DTYPE)
+        ids = np.fromiter(internal, np.int64)
+        dst = np.isin(table["dst_region"], ids)
+        src = np.isin(table["src_region"], ids) & ((table["flags"] & int(Flag.IMM)) == 0)  # IMM has no source
+        bad = np.flatnonzero(dst | src)
+        if bad.size:
+            k = int(bad[0])
+            region = int(table["dst_region"][k] if dst[k] else table["src_region"][k])
+            raise ArkdmaError(
+                f"descriptor {k} of this post names region {region}, which holds the device's completion words; "
+                "name a region you registered"
+            )
 
     def _wait_completed(self, ticket: int, timeout: float) -> int:
         """Wait until the completion word reaches `ticket`; return the completed count."""
@@ -155,8 +194,20 @@ class HostQueue:
 
     def wait(self, ticket: int | None = None, timeout: float = 10.0) -> int:
         """Block until descriptor `ticket` (default: everything posted) has completed."""
+        self._check_usable()
+        if ticket is not None and (isinstance(ticket, bool) or not isinstance(ticket, int)):
+            raise ArkdmaError(f"a ticket is an int (what post() returned), not {ticket!r}")
+        if ticket is not None and ticket > self.posted:
+            raise ArkdmaError(f"ticket {ticket} is beyond what was posted ({self.posted}); it would never complete")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout <= MAX_WAIT_S:
+            raise ArkdmaError(f"timeout must be 0..{MAX_WAIT_S:.0f} seconds, not {timeout!r}")
         return self._wait_completed(self.posted if ticket is None else ticket, timeout)
 
     def stop(self) -> None:
-        self._backend.disable_queue(self.id)
-        self.device._forget(self.id)
+        if self.stopped:
+            return
+        self.stopped = True
+        try:
+            self._backend.disable_queue(self.id)
+        finally:
+            self.device._forget(self.id)

@@ -33,8 +33,19 @@ from driver.abi import (
     Perm,
     check_geometry,
 )
-from driver.backend import Backend, Buffer, Counters, ErrorLogEntry, Geometry, QueueState, completion_word
+from driver.backend import (
+    PLACEMENTS,
+    Backend,
+    Buffer,
+    Counters,
+    ErrorLogEntry,
+    Geometry,
+    QueueState,
+    check_size,
+    completion_word,
+)
 from driver.descriptor import Descriptor
+from driver.errors import ArkdmaError
 from driver.memory import BusMemory, MemoryFault
 
 DOORBELL_MASK = (1 << DOORBELL_BITS) - 1
@@ -135,6 +146,7 @@ class ReferenceEngine(Backend):
     """The ABI executed in Python over a modelled bus memory. See the module docstring for the rules."""
 
     name = "reference"
+    modelled_memory = True
 
     def __init__(self, num_queues: int = 8, slots: int = 64, num_regions: int = 16, errlog_depth: int = 16):
         check_geometry(num_queues, slots, num_regions)
@@ -147,11 +159,29 @@ class ReferenceEngine(Backend):
         self.memory = BusMemory()
         self._errlog_depth = errlog_depth
         self._rr = 0
+        self._closed = False
         self.reset()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ArkdmaError("the reference engine was closed; open a new one")
+
+    def close(self) -> None:
+        self._closed = True
 
     # --- memory ------------------------------------------------------------------------
     def alloc(self, size: int, placement: str = "host") -> Buffer:
+        self._check_open()
+        size = check_size(size)
+        if placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {', '.join(PLACEMENTS)}, not {placement!r}")
         return _MemoryBuffer(self.memory, self.memory.alloc(size), size, "host")
+
+    def owns(self, buffer: Buffer) -> bool:
+        return isinstance(buffer, _MemoryBuffer) and buffer._memory is self.memory
+
+    def buffer_at(self, addr: int, size: int) -> Buffer | None:
+        return None  # the bus is modelled: any range may be registered (unbacked bytes end in BUS_ERROR)
 
     def unbacked_address(self, size: int) -> int:
         return self.memory.hole(size)
@@ -167,17 +197,22 @@ class ReferenceEngine(Backend):
         self._bytes = 0
 
     def _region_index(self, region: int) -> int:
+        self._check_open()
         if not 0 <= region < self.geometry.num_regions:
             raise ValueError(f"region id {region} is outside the table (0..{self.geometry.num_regions - 1})")
         return region
 
     def set_region(self, region: int, addr: int, size: int, perms: int) -> None:
+        if not (0 <= addr < 1 << 64 and 0 <= size < 1 << 64 and perms in range(int(Perm.READ | Perm.WRITE) + 1)):
+            raise ValueError(f"region {region}: address {addr:#x}, size {size} and perms {perms} must be unsigned "
+                             "64-bit values and a mask of Perm.READ and Perm.WRITE")
         self._regions[self._region_index(region)] = Region(addr, size, perms) if perms else None
 
     def clear_region(self, region: int) -> None:
         self._regions[self._region_index(region)] = None
 
     def _queue(self, queue: int) -> _Queue:
+        self._check_open()
         if not 0 <= queue < self.geometry.num_queues:
             raise ValueError(f"queue {queue} does not exist (0..{self.geometry.num_queues - 1})")
         return self._queues[queue]

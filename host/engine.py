@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from driver.abi import DESCRIPTOR_BYTES, Capability, ErrorCode, check_geometry
-from driver.backend import Backend, Counters, ErrorLogEntry, Geometry, QueueState
+from driver.backend import PLACEMENTS, Backend, Counters, ErrorLogEntry, Geometry, QueueState
 from driver.errors import ArkdmaError, EngineTimeout
 from host import native
 from host.affinity import cpus_near
@@ -94,6 +94,7 @@ class SoftwareEngine(Backend):
         if executor not in EXECUTORS:
             raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
         check_geometry(num_queues, slots, num_regions)
+        native.check_argument("SoftwareEngine", "timeout", ctypes.c_double, timeout)
         if spin_before_sleep == -1:  # the default: nap in CI (host), spin for latency (cuda)
             spin_before_sleep = HOST_IDLE_SPINS if executor == "host" else None
         if streams_per_queue is None:  # several copy streams only pay off on the GPU (see CUDA_STREAMS)
@@ -102,6 +103,7 @@ class SoftwareEngine(Backend):
         self.name = f"software-{executor}"
         self.geometry = Geometry(num_queues, slots, num_regions, CAPS)
         self.completion_placement = "device" if executor == "cuda" else "host"
+        self.host_pointers = executor == "host"  # memcpy reaches any host memory of this process
         self.timeout = timeout
         self.cuda_device = native.cuda_probe(device) if executor == "cuda" else None
         if cpus == "auto":
@@ -146,9 +148,7 @@ class SoftwareEngine(Backend):
         try:
             self.stop()
         finally:
-            free_all(self._handle)
-            self._lib.arkdma_sw_destroy(self._handle.ptr)
-            self._handle.ptr = None
+            free_all(self._handle)  # destroys the native engine now, or once the last host view goes
 
     def __del__(self):
         if getattr(self, "_handle", None) is not None and self._handle.ptr is not None:
@@ -158,11 +158,17 @@ class SoftwareEngine(Backend):
     def alloc(self, size: int, placement: str = "host") -> NativeBuffer:
         """Engine-reachable memory. The host executor always gives host memory; the CUDA executor
         gives GPU memory for "device" and pinned, mapped host memory for "host"."""
-        if placement not in ("host", "device"):
+        if placement not in PLACEMENTS:
             raise ValueError(f"placement must be 'host' or 'device', not {placement!r}")
         if self.executor == "host":
             placement = "host"
         return NativeBuffer(self._handle, size, placement)
+
+    def owns(self, buffer) -> bool:
+        return isinstance(buffer, NativeBuffer) and buffer._handle is self._handle and buffer.alive
+
+    def buffer_at(self, addr: int, size: int) -> NativeBuffer | None:
+        return self._handle.owner(addr, size)
 
     def queue_pointers(self, queue: int) -> QueuePointers:
         """The queue's submission window and doorbell, for a GPU-side producer's device handle."""

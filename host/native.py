@@ -79,34 +79,90 @@ STAT_NAMES = ("polls", "drains", "issued", "drain_ns", "copies", "api_calls", "c
 
 _E = ctypes.c_void_p
 _U32, _U64, _I32, _D = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32, ctypes.c_double
+_INT = ctypes.c_int
 _P = ctypes.POINTER
+# name -> (result type, [(parameter, C type)]): every integer and timeout is checked against its C type
+# before the call, since ctypes would silently wrap 2**64 to 0 or pass a NaN timeout.
 _SIGNATURES = {
     "arkdma_sw_last_error": (ctypes.c_char_p, []),
-    "arkdma_sw_abi_version": (ctypes.c_int, []),
-    "arkdma_sw_create": (ctypes.c_int, [_P(Config), ctypes.c_int, _P(_E)]),
-    "arkdma_sw_destroy": (None, [_E]),
-    "arkdma_sw_start": (ctypes.c_int, [_E]),
-    "arkdma_sw_stop": (ctypes.c_int, [_E, _D]),
-    "arkdma_sw_running": (ctypes.c_int, [_E]),
-    "arkdma_sw_set_region": (ctypes.c_int, [_E, _U32, _U64, _U64, _U32, _D]),
-    "arkdma_sw_configure_queue": (ctypes.c_int, [_E, _U32, _U32, _U64, _U64, _D]),
-    "arkdma_sw_enable_queue": (ctypes.c_int, [_E, _U32, _D]),
-    "arkdma_sw_disable_queue": (ctypes.c_int, [_E, _U32, _D]),
-    "arkdma_sw_reset": (ctypes.c_int, [_E, _D]),
-    "arkdma_sw_ring": (ctypes.c_int, [_E, _U32, _U32, _D]),
-    "arkdma_sw_queue_pointers": (ctypes.c_int, [_E, _U32, _P(_U64)]),
-    "arkdma_sw_queue_state": (ctypes.c_int, [_E, _U32, _P(QueueInfo), _D]),
-    "arkdma_sw_error_log": (ctypes.c_int, [_E, _P(ErrlogEntry), _U32, _P(_U32), _P(_U32), _D]),
-    "arkdma_sw_counters": (ctypes.c_int, [_E, _P(_U64), _P(_U64), _D]),
-    "arkdma_sw_busy": (ctypes.c_int, [_E, _P(ctypes.c_int), _D]),
-    "arkdma_sw_stats": (ctypes.c_int, [_E, _P(_U64), ctypes.c_int]),
-    "arkdma_sw_take_note": (ctypes.c_int, [_E, ctypes.c_char_p, _U32]),
-    "arkdma_sw_mem_alloc": (ctypes.c_int, [_E, _U64, ctypes.c_int, _P(_U64), _P(_U64)]),
-    "arkdma_sw_mem_free": (ctypes.c_int, [_E, _U64, _U64, ctypes.c_int]),
-    "arkdma_sw_mem_read": (ctypes.c_int, [_E, _U64, ctypes.c_void_p, _U64]),
-    "arkdma_sw_mem_write": (ctypes.c_int, [_E, _U64, ctypes.c_void_p, _U64]),
-    "arkdma_sw_cuda_probe": (ctypes.c_int, [_I32, _P(_I32), ctypes.c_char_p, _U32, ctypes.c_char_p, _U32]),
+    "arkdma_sw_abi_version": (_INT, []),
+    "arkdma_sw_create": (_INT, [("config", _P(Config)), ("executor", _INT), ("engine_out", _P(_E))]),
+    "arkdma_sw_destroy": (None, [("engine", _E)]),
+    "arkdma_sw_start": (_INT, [("engine", _E)]),
+    "arkdma_sw_stop": (_INT, [("engine", _E), ("timeout", _D)]),
+    "arkdma_sw_running": (_INT, [("engine", _E)]),
+    "arkdma_sw_set_region": (_INT, [("engine", _E), ("region", _U32), ("addr", _U64), ("size", _U64),
+                                    ("perms", _U32), ("timeout", _D)]),
+    "arkdma_sw_configure_queue": (_INT, [("engine", _E), ("queue", _U32), ("completion_region", _U32),
+                                         ("completion_offset", _U64), ("start", _U64), ("timeout", _D)]),
+    "arkdma_sw_enable_queue": (_INT, [("engine", _E), ("queue", _U32), ("timeout", _D)]),
+    "arkdma_sw_disable_queue": (_INT, [("engine", _E), ("queue", _U32), ("timeout", _D)]),
+    "arkdma_sw_reset": (_INT, [("engine", _E), ("timeout", _D)]),
+    "arkdma_sw_ring": (_INT, [("engine", _E), ("queue", _U32), ("doorbell", _U32), ("timeout", _D)]),
+    "arkdma_sw_queue_pointers": (_INT, [("engine", _E), ("queue", _U32), ("out", _P(_U64))]),
+    "arkdma_sw_queue_state": (_INT, [("engine", _E), ("queue", _U32), ("out", _P(QueueInfo)), ("timeout", _D)]),
+    "arkdma_sw_error_log": (_INT, [("engine", _E), ("entries", _P(ErrlogEntry)), ("capacity", _U32),
+                                   ("count_out", _P(_U32)), ("overflow_out", _P(_U32)), ("timeout", _D)]),
+    "arkdma_sw_counters": (_INT, [("engine", _E), ("descriptors_out", _P(_U64)), ("bytes_out", _P(_U64)),
+                                  ("timeout", _D)]),
+    "arkdma_sw_busy": (_INT, [("engine", _E), ("busy_out", _P(_INT)), ("timeout", _D)]),
+    "arkdma_sw_stats": (_INT, [("engine", _E), ("out", _P(_U64)), ("count", _INT)]),
+    "arkdma_sw_take_note": (_INT, [("engine", _E), ("text", ctypes.c_char_p), ("capacity", _U32)]),
+    "arkdma_sw_mem_alloc": (_INT, [("engine", _E), ("size", _U64), ("placement", _INT), ("host_out", _P(_U64)),
+                                   ("bus_out", _P(_U64))]),
+    "arkdma_sw_mem_free": (_INT, [("engine", _E), ("host", _U64), ("bus", _U64), ("placement", _INT)]),
+    "arkdma_sw_mem_read": (_INT, [("engine", _E), ("bus", _U64), ("dst", ctypes.c_void_p), ("size", _U64)]),
+    "arkdma_sw_mem_write": (_INT, [("engine", _E), ("bus", _U64), ("src", ctypes.c_void_p), ("size", _U64)]),
+    "arkdma_sw_cuda_probe": (_INT, [("device", _I32), ("count_out", _P(_I32)), ("name", ctypes.c_char_p),
+                                    ("name_capacity", _U32), ("pci_bus_id", ctypes.c_char_p),
+                                    ("pci_capacity", _U32)]),
 }
+_INTEGER_RANGES = {
+    _U32: (0, (1 << 32) - 1),
+    _U64: (0, (1 << 64) - 1),
+    _I32: (-(1 << 31), (1 << 31) - 1),
+    _INT: (-(1 << 31), (1 << 31) - 1),
+}
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week: longer is a mistake (and would overflow the engine's clock)
+
+
+def check_argument(function: str, name: str, ctype, value) -> None:
+    """Raise EngineArgumentError unless `value` fits the C type `ctype` of parameter `name`."""
+    if ctype in _INTEGER_RANGES:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise EngineArgumentError(f"{function}: {name} must be an int, not {type(value).__name__} {value!r}")
+        lo, hi = _INTEGER_RANGES[ctype]
+        if not lo <= value <= hi:
+            raise EngineArgumentError(f"{function}: {name}={value} does not fit in {ctype.__name__} ({lo}..{hi})")
+    elif ctype is _D:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_TIMEOUT_S:
+            raise EngineArgumentError(f"{function}: {name} must be a number of seconds in 0..{MAX_TIMEOUT_S:.0f}, "
+                                      f"not {value!r}")
+
+
+class _CheckedFunction:
+    """A C API function whose integer and timeout arguments are checked before the call."""
+
+    def __init__(self, name: str, fn, params: list[tuple[str, object]]):
+        self._name, self._fn, self._params = name, fn, params
+
+    def __call__(self, *args):
+        if len(args) != len(self._params):
+            raise TypeError(f"{self._name} takes {len(self._params)} arguments, not {len(args)}")
+        for (name, ctype), value in zip(self._params, args):
+            check_argument(self._name, name, ctype, value)
+        return self._fn(*args)
+
+
+class Library:
+    """The native library with checked entry points (`lib.arkdma_sw_ring(...)`, as on the CDLL)."""
+
+    def __init__(self, cdll: ctypes.CDLL):
+        self.cdll = cdll
+        for name, (restype, params) in _SIGNATURES.items():
+            fn = getattr(cdll, name)
+            fn.restype, fn.argtypes = restype, [ctype for _, ctype in params]
+            setattr(self, name, _CheckedFunction(name, fn, params))
 
 
 def unavailable_reason() -> str | None:
@@ -123,11 +179,8 @@ def unavailable_reason() -> str | None:
 
 
 @functools.cache
-def load() -> ctypes.CDLL:
-    lib = ctypes.CDLL(str(LIBRARY))
-    for name, (restype, argtypes) in _SIGNATURES.items():
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = restype, argtypes
+def load() -> Library:
+    lib = Library(ctypes.CDLL(str(LIBRARY)))
     if lib.arkdma_sw_abi_version() != version_word():
         raise EngineUnavailable(
             f"{LIBRARY.name} was built for ABI {lib.arkdma_sw_abi_version():#x}, this checkout defines "

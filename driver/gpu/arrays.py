@@ -8,7 +8,6 @@ its Device goes), so the engine never copies into memory that was given back.
 from __future__ import annotations
 
 import ctypes
-import weakref
 from dataclasses import dataclass
 
 from driver.abi import Perm
@@ -144,9 +143,6 @@ def span_of(obj, classify=None) -> Span:
     return span
 
 
-_kept: "weakref.WeakKeyDictionary[Device, dict[int, object]]" = weakref.WeakKeyDictionary()
-
-
 def enable_peer_access(device_id: int, peer_id: int) -> None:
     """Let `device_id` reach `peer_id`'s memory directly (idempotent); RegionError when it cannot."""
     from cupy.cuda import runtime
@@ -176,12 +172,11 @@ def register_array(device: Device, obj, perms: Perm | None = None, engine_gpu: i
         raise RegionError("the array is read-only: it cannot be a destination (register it with perms=Perm.READ)")
     if span.kind == "device" and span.device_id >= 0:
         enable_peer_access(engine_gpu, span.device_id)
-    handle = device.regions.register(addr=span.ptr, size=span.nbytes, perms=perms)
-    _kept.setdefault(device, {})[handle.id] = obj
-    return handle
+    # span_of() checked the pointer with CUDA (device or pinned memory, not managed); the region keeps
+    # the array alive until it is unregistered.
+    return device.regions.register_unsafe(span.ptr, span.nbytes, perms=perms, keep=obj)
 
 
 def unregister_array(device: Device, region: RegionHandle | int) -> None:
     """Unregister a region made by register_array() and let its array go."""
     device.regions.unregister(region)
-    _kept.get(device, {}).pop(int(region), None)

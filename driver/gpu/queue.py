@@ -73,7 +73,7 @@ class _CompletionBlock:
         size = backend.geometry.num_queues * COMPLETION_STRIDE
         self.buffer = backend.alloc(size, backend.completion_placement)
         self.buffer.write(0, bytes(size))
-        self.region: RegionHandle = device.register(self.buffer, perms=Perm.WRITE)
+        self.region: RegionHandle = device.regions.register_internal(self.buffer, Perm.WRITE)
         self.gpu_ptr = gpu_pointer(backend, self.buffer)
 
 

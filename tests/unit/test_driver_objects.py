@@ -78,7 +78,7 @@ def test_an_error_completion_raises_with_code_cookie_and_index(device):
     buf = device.alloc(4096)
     r = device.register(buf, perms=Perm.READ)
     q = device.queue()
-    q.post([Descriptor(r.id, 0, r.id, 2048, 64, cookie=1), Descriptor(r.id, 0, 7, 0, 64, cookie=2)])
+    q.post([Descriptor(r.id, 0, r.id, 2048, 64, cookie=1), Descriptor(r.id, 0, 5, 0, 64, cookie=2)])
     with pytest.raises(QueueError) as info:
         q.wait()
     assert (info.value.code, info.value.cookie, info.value.index) == (ErrorCode.PERMISSION, 1, 0)
