@@ -70,17 +70,42 @@ def status() -> list[EngineStatus]:
     return out
 
 
-def best(in_process: bool = False) -> str:
-    """The most capable engine that can run here (only in-process ones when asked)."""
+@dataclass(frozen=True)
+class Choice:
+    """The engine picked and why: each better engine passed over, with its reason."""
+
+    name: str
+    passed_over: tuple[tuple[str, str], ...]
+
+    def explain(self) -> str:
+        why = "; ".join(f"{n}: {r}" for n, r in self.passed_over)
+        return f"engine '{self.name}'" + (f" (better ones cannot run here: {why})" if why else " (the best there is)")
+
+
+def choose(in_process: bool = False) -> Choice:
+    """The most capable engine that can run here (only ones a Backend can be opened for, when asked),
+    with the reasons every better engine was passed over. The CLI and open_engine() both use this."""
+    passed: list[tuple[str, str]] = []
     for name in PROVIDERS:
         p = provider(name)
-        if p.unavailable_reason() is None and (not in_process or p.runs_in_process()):
-            return name
+        reason = p.unavailable_reason()
+        if reason is None and in_process and not p.runs_in_process():
+            reason = "runs only through the simulator (arkdma demo / the conformance suite), not as an open Backend"
+        if reason is None:
+            return Choice(name, tuple(passed))
+        passed.append((name, reason))
     raise EngineUnavailable("no engine can run here (the reference engine always should)")
 
 
+def best(in_process: bool = False) -> str:
+    """The name of choose()'s engine."""
+    return choose(in_process).name
+
+
 def open_engine(name: str | None = None, **params) -> Backend:
-    """Open `name`, or the best in-process engine when None."""
+    """Open `name`, or the best in-process engine when None (choose(in_process=True) says why)."""
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise EngineUnavailable(f"engine name {name!r} is empty or not a string; known engines: {', '.join(PROVIDERS)}")
     p = provider(name or best(in_process=True))
     reason = p.unavailable_reason()
     if reason:

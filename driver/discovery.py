@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,8 +29,21 @@ class PciCard:
     sysfs: Path
 
 
+def nvidia_driver_missing() -> str | None:
+    """Why no NVIDIA driver is here (libcuda cannot be loaded), or None. Without this check CUDA's runtime
+    reports a missing driver as "driver version is insufficient", which sends people looking for updates."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return "no NVIDIA driver or GPU (libcuda.so.1, the NVIDIA driver's library, is not installed)"
+    return None
+
+
 def gpus() -> tuple[list[Gpu], str]:
     """The CUDA GPUs CuPy can see, and, when there are none, why."""
+    missing = nvidia_driver_missing()
+    if missing:
+        return [], missing
     try:
         import cupy
     except ImportError:
@@ -36,7 +51,7 @@ def gpus() -> tuple[list[Gpu], str]:
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except cupy.cuda.runtime.CUDARuntimeError as exc:
-        return [], f"no CUDA driver or GPU ({exc})"
+        return [], f"the NVIDIA driver is here but CUDA cannot use it ({exc})"
     found = []
     for i in range(count):
         props = cupy.cuda.runtime.getDeviceProperties(i)

@@ -48,6 +48,10 @@ class EngineProvider(ABC):
 
     # Where the demo's copies read and write ("host", or "device" for GPU memory).
     workload_placements: tuple[str, str] = ("host", "host")
+    # The most bytes `arkdma demo` should move on this engine in one run (None: no limit), and how fast it
+    # goes, for the message that refuses more.
+    max_workload_bytes: int | None = None
+    workload_pace = "real hardware speed"
 
     def run_workload(self, spec, **params):
         """Run `arkdma demo`'s workload (driver.workload.WorkloadSpec); returns a WorkloadResult."""
@@ -61,6 +65,8 @@ class EngineProvider(ABC):
 class ReferenceProvider(EngineProvider):
     name = "reference"
     summary = "the ABI executed in Python (the executable spec)"
+    max_workload_bytes = 1 << 30
+    workload_pace = "bytes copied in Python, held twice in memory"
 
     def unavailable_reason(self) -> str | None:
         return None

@@ -33,6 +33,9 @@ class WorkloadSpec:
     def descriptors_for(self, size: int) -> int:
         return max(1, min(self.max_descriptors, self.bytes_per_size // size))
 
+    def total_bytes(self) -> int:
+        return sum(size * self.descriptors_for(size) for size in self.sizes)
+
 
 @dataclass(frozen=True)
 class WorkloadRow:

@@ -69,6 +69,15 @@ class FlowResult:
     logs: dict[str, Path]
 
 
+# What each step took for the whole engine on a 2-core machine (small designs take seconds): the
+# estimate's whole run is 5-15 minutes, most of it in place and route.
+STEP_DURATIONS = {
+    "convert": "usually under 30 s",
+    "synthesize": "usually 1-4 min for the engine",
+    "place_and_route": "usually 3-10 min per seed for the engine",
+}
+
+
 class _Steps:
     """Times the flow's steps and shows them with rich (a spinner and the elapsed time each)."""
 
@@ -77,11 +86,17 @@ class _Steps:
 
     @contextmanager
     def step(self, key: str, description: str) -> Iterator[None]:
+        description = f"{description}, {STEP_DURATIONS[key]}"
+        console = self.progress.console
+        if not console.is_terminal:  # a log file shows no spinner: say each step as it starts and ends
+            console.print(f"started: {description}")
         task = self.progress.add_task(description, total=1)
         start = time.monotonic()
         yield
         self.seconds[key] = self.seconds.get(key, 0.0) + time.monotonic() - start
         self.progress.update(task, completed=1)
+        if not console.is_terminal:
+            console.print(f"done in {time.monotonic() - start:.0f} s: {key}")
 
 
 def _yosys_script(top: str, mapper: LutMapper) -> str:

@@ -30,6 +30,9 @@ class SerialLink:
             raise BridgeError(f"cannot open {device}: {exc.strerror}; is the board's FTDI cable plugged in, and "
                               "may this user open it (group dialout)?") from exc
         self.device, self.timeout_s = str(device), timeout_s
+        if not os.isatty(self.fd):
+            os.close(self.fd)
+            raise BridgeError(f"{device} is not a serial device (a tty); give the board's port, e.g. /dev/ttyUSB1")
         tty.setraw(self.fd)
         attrs = termios.tcgetattr(self.fd)
         attrs[4] = attrs[5] = BAUD_CONSTANTS[baud]  # ispeed, ospeed

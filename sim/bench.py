@@ -18,6 +18,9 @@ TARGETS = {"line_rate_fraction_from_1KiB": 0.95, "doorbell_to_first_read_cycles"
            "per_descriptor_overhead_cycles": 16, "accepted_per_cycle": 1.0}
 
 
+MAX_SIMULATED_BYTES = 256 << 20  # the default bench simulates about 40 MiB
+
+
 @dataclass(frozen=True)
 class BenchConfig:
     params: EngineParams = field(default_factory=EngineParams)
@@ -34,6 +37,18 @@ class BenchConfig:
             raise ValueError("the clock must be positive and the round trip not negative")
         if self.total_bytes <= 0 or self.min_descriptors < 2:
             raise ValueError("total_bytes must be positive and min_descriptors at least 2 (a rate needs two completions)")
+        if self.simulated_bytes() > MAX_SIMULATED_BYTES:
+            raise ValueError(
+                f"this bench would simulate {self.simulated_bytes():,} bytes (about {self.simulated_cycles():,} engine "
+                f"cycles), more than the {MAX_SIMULATED_BYTES:,} one run should take (tens of MiB take minutes of "
+                "simulation); give smaller --sizes, --total-bytes or --min-descriptors"
+            )
+
+    def simulated_bytes(self) -> int:
+        return sum(size * self.count(size) for size in self.sizes)
+
+    def simulated_cycles(self) -> int:
+        return self.simulated_bytes() * 8 // self.params.data_width
 
     @property
     def timing(self) -> Timing:

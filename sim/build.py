@@ -1,4 +1,7 @@
-"""Verilator builds of the engine, one per parameter set, cached under sim_build/, and running cocotb on them."""
+"""Verilator builds of the engine, one per parameter set, cached under build/sim/, and running cocotb on them.
+
+The folder stays bounded: the models of the MAX_MODELS parameter sets used last and the MAX_RUNS newest run
+folders are kept, older ones removed when a new one is made. ARKDMA_BUILD_DIR moves the whole folder."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -18,7 +22,9 @@ from rtl.params import EngineParams
 from sim import toolchain
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-BUILD_ROOT = PROJECT_ROOT / "sim_build"
+BUILD_ROOT = Path(os.environ.get("ARKDMA_BUILD_DIR") or PROJECT_ROOT / "build") / "sim"
+MAX_MODELS = 6  # Verilator models (~60-180 MB each)
+MAX_RUNS = 24  # run folders (logs, results, waveforms)
 TOPLEVEL = "arkdma_engine"
 # Amaranth's Verilog trips Verilator's lint; these are style warnings, not errors in the design.
 BUILD_ARGS = ["-Wno-WIDTH", "-Wno-CASEINCOMPLETE", "-Wno-UNOPTFLAT", "-Wno-fatal", "-O3",
@@ -97,11 +103,15 @@ def build(params: EngineParams, waves: bool = False, console=None, root: Path = 
     with _locked(directory):
         result = SimBuild(params, waves, directory)
         if stamp.exists() and stamp.read_text() == digest and result.executable.exists():
+            os.utime(directory)  # used now: the last to be pruned
             return result
         from cocotb_tools.runner import get_runner
 
-        status = console.status(f"building the engine model ({params.tag()}{', waves' if waves else ''})") \
-            if console else contextlib.nullcontext()
+        what = f"building the engine model with Verilator ({params.tag()}{', waves' if waves else ''}; about a minute)"
+        if console:
+            console.print(what)  # also in a log that is not a terminal, where the spinner below shows nothing
+        status = console.status(what) if console else contextlib.nullcontext()
+        prune(root, keep_models=MAX_MODELS - 1)
         with status, _tool_environment():
             t0 = time.monotonic()
             source = directory / f"{TOPLEVEL}.v"
@@ -116,7 +126,33 @@ def build(params: EngineParams, waves: bool = False, console=None, root: Path = 
             (directory / "build.json").write_text(json.dumps(
                 {"params": params.as_dict(), "waves": waves, "seconds": round(time.monotonic() - t0, 1)}))
         stamp.write_text(digest)
+        if console:
+            console.print(f"built the engine model in {time.monotonic() - t0:.0f} s: {directory}")
         return result
+
+
+def _newest_first(folders: list[Path]) -> list[Path]:
+    def mtime(p: Path) -> float:
+        try:
+            return p.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    return sorted(folders, key=mtime, reverse=True)
+
+
+def prune(root: Path = BUILD_ROOT, keep_models: int = MAX_MODELS, keep_runs: int = MAX_RUNS) -> list[Path]:
+    """Remove all but the `keep_models` models used last and the `keep_runs` newest run folders; returns
+    what went. A model in use is locked and its folder touched when used, so it is never the oldest."""
+    removed = []
+    if not root.is_dir():
+        return removed
+    models = [p for p in root.iterdir() if p.is_dir() and p.name != "runs"]
+    runs = [p for p in (root / "runs").iterdir() if p.is_dir()] if (root / "runs").is_dir() else []
+    for folder in _newest_first(models)[keep_models:] + _newest_first(runs)[keep_runs:]:
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
 
 
 def run(sim: SimBuild, test_module: str, run_dir: Path, env: dict[str, str] | None = None,

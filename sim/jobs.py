@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from rtl.params import EngineParams
-from sim.build import BUILD_ROOT, SimulationError, build, run
+from sim.build import BUILD_ROOT, MAX_RUNS, SimulationError, build, prune, run
 
 
 WAVES_ENV = "ARKDMA_WAVES"  # set to 1: every simulation records a VCD (a separate model build with tracing)
@@ -20,12 +20,14 @@ def waves_requested() -> bool:
 
 def run_job(params: EngineParams, job: dict, *, waves: bool = False, console=None, keep: Path | None = None) -> dict:
     """One simulator run of `job` (see sim/session.py) on a model built with `params`. The run's folder
-    (log, results, waves) is `keep`, or a fresh one under sim_build/runs/. With `waves` (or ARKDMA_WAVES=1)
+    (log, results, waves) is `keep`, or a fresh one under build/sim/runs/ (the newest MAX_RUNS are kept). With `waves` (or ARKDMA_WAVES=1)
     the run records dump.vcd there and the result names it under "vcd"."""
     waves = waves or waves_requested()
     model = build(params, waves=waves, console=console)
     runs = BUILD_ROOT / "runs"
     runs.mkdir(parents=True, exist_ok=True)
+    if keep is None:
+        prune(keep_runs=MAX_RUNS - 1, keep_models=1 << 30)
     run_dir = keep or Path(tempfile.mkdtemp(prefix=f"{job['kind']}-", dir=runs))
     run_dir.mkdir(parents=True, exist_ok=True)
     job_file, result_file = run_dir / "job.json", run_dir / "result.json"

@@ -18,6 +18,8 @@ DEMO_MAX_DESCRIPTORS = 256
 class RtlProvider(EngineProvider):
     name = "rtl"
     summary = "the Amaranth DMA engine under Verilator (cocotb bus models, simulated clock)"
+    max_workload_bytes = 64 << 20
+    workload_pace = "simulated cycle by cycle: tens of MiB take minutes"
 
     def unavailable_reason(self) -> str | None:
         from sim.toolchain import missing

@@ -1,8 +1,11 @@
-"""Session-wide rules: a run that passes no test fails; ARKDMA_REQUIRE_GPU=1 turns GPU skips into failures."""
+"""Session-wide rules: a run that passes no test fails; ARKDMA_REQUIRE_GPU=1 turns GPU skips into failures;
+the summary groups skips by reason (one line per reason with a count) instead of one line per test site."""
 
 from __future__ import annotations
 
 import os
+import re
+from collections import Counter
 
 import pytest
 
@@ -31,3 +34,18 @@ def pytest_sessionfinish(session, exitstatus):
     if not reporter.stats.get("passed"):
         reporter.write_line("arkdma: no test passed in this run; a run of zero tests is a failure", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _reason(report) -> str:
+    text = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    return re.sub(r"^Skipped: ", "", text).strip()
+
+
+def pytest_terminal_summary(terminalreporter):
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    reasons = Counter(_reason(r) for r in skipped)
+    terminalreporter.section(f"{len(skipped)} skipped, by reason")
+    for reason, count in reasons.most_common():
+        terminalreporter.write_line(f"{count:5d}  {reason}")

@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ark_runtime import engines
-from ark_runtime.cli.arguments import byte_sizes, positive_int
+from ark_runtime.cli.arguments import byte_sizes, output_file, positive_int
+from driver.errors import ArkdmaError
 from driver.workload import WorkloadResult, WorkloadSpec
 
 
@@ -19,15 +20,15 @@ def register(sub) -> None:
     p.add_argument("--sizes", type=byte_sizes, help="bytes per descriptor, comma-separated (e.g. 64,4096,1048576)")
     p.add_argument("--bytes-per-size", type=positive_int, default=WorkloadSpec.bytes_per_size,
                    help="bytes moved per size (default 4 MiB; at most 1024 descriptors)")
-    p.add_argument("--plot", type=Path, default=Path("out/demo.png"), help="PNG to write (default out/demo.png)")
-    p.add_argument("--json", type=Path, help="also write the rows as JSON")
+    p.add_argument("--plot", type=output_file, default=Path("out/demo.png"), help="PNG to write (default out/demo.png)")
+    p.add_argument("--json", type=output_file, help="also write the rows as JSON")
     p.set_defaults(func=run)
 
 
 def table(result: WorkloadResult) -> Table:
     t = Table(title=f"arkdma demo on engine '{result.engine}'")
     for col in ("bytes", "descriptors", "us / descriptor", "GB/s", "timebase", "checked"):
-        t.add_column(col, justify="right")
+        t.add_column(col, justify="right", overflow="fold")  # never an ellipsis inside a number
     for r in result.rows:
         t.add_row(
             f"{r.bytes:,}", f"{r.descriptors:,}", f"{r.us_per_descriptor:.3f}", f"{r.gbps:.3f}",
@@ -63,13 +64,25 @@ def run(args, console: Console | None = None) -> int:
     spec = WorkloadSpec(bytes_per_size=args.bytes_per_size)
     if args.sizes:
         spec = WorkloadSpec(sizes=args.sizes, bytes_per_size=args.bytes_per_size)
-    name = args.engine or engines.best()
+    if args.engine:
+        name, why = args.engine, f"engine '{args.engine}' (asked for with --engine)"
+    else:
+        choice = engines.choose()
+        name, why = choice.name, choice.explain()
     prov = engines.provider(name)
     reason = prov.unavailable_reason()
     if reason:
         console.print(f"[red]engine {name} cannot run here:[/red] {reason}")
-        return 2
-    with console.status(f"running the workload on engine '{name}'"):
+        return 1
+    limit = prov.max_workload_bytes
+    if limit is not None and spec.total_bytes() > limit:
+        raise ArkdmaError(
+            f"this workload moves {spec.total_bytes():,} bytes, more than engine {name} should take in one run "
+            f"({limit:,}; {prov.workload_pace}); give smaller --sizes or --bytes-per-size, or another --engine"
+        )
+    console.print(f"running on {why}")
+    with console.status(f"running the workload on engine '{name}' ({spec.total_bytes():,} bytes; "
+                        f"{prov.workload_pace})"):
         result = prov.run_workload(spec)
     console.print(table(result))
     for note in result.notes:

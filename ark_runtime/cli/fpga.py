@@ -8,6 +8,12 @@ from pathlib import Path
 
 from rich.console import Console
 
+from ark_runtime.cli.arguments import bounded_float, bounded_int, clock_mhz, output_file, seconds
+
+bus_address = bounded_int(0, 0xFFFF_FFFF, "a 32-bit bus address")
+word32 = bounded_int(0, 0xFFFF_FFFF, "a 32-bit value")
+link_timeout = bounded_float(0.0, 60.0, "a wait per access in seconds")
+
 CORES = {
     "engine": "the DMA engine with its host-memory port on on-chip RAM, its BAR behind the UART bridge",
     "scratch": "the UART bridge over scratch registers: proves clock, pins and serial link first",
@@ -25,15 +31,15 @@ def register(sub) -> None:
     b.add_argument("--board", default="ecp5-evn", help="board (default ecp5-evn)")
     b.add_argument("--core", default="engine", choices=sorted(CORES),
                    help="; ".join(f"{k}: {v}" for k, v in CORES.items()) + " (default engine)")
-    b.add_argument("--clock", type=float, default=125.0, metavar="MHZ",
+    b.add_argument("--clock", type=clock_mhz, default=125.0, metavar="MHZ",
                    help="core clock the PLL should make (default 125; it reports what its dividers reach)")
     b.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200)")
     b.add_argument("--seed", type=int, default=1, help="placement seed (default 1)")
     b.add_argument("--allow-timing-fail", action="store_true", help="write a bitstream even when timing fails")
     b.add_argument("--build-dir", type=Path, default=None, metavar="DIR",
                    help="where the products and logs go (default build/fpga/<board>-<core>)")
-    b.add_argument("--timeout", type=float, default=3600.0, metavar="S", help="limit for the build (default 3600)")
-    b.add_argument("--json", type=Path, metavar="FILE", help="write the build's figures as JSON to FILE")
+    b.add_argument("--timeout", type=seconds, default=3600.0, metavar="S", help="limit for the build (default 3600)")
+    b.add_argument("--json", type=output_file, metavar="FILE", help="write the build's figures as JSON to FILE")
     b.add_argument("--ram-kib", type=int, default=64, metavar="KIB",
                    help="on-chip RAM the engine core uses as host memory (default 64)")
     from fpga.engine_options import add_engine_options  # plain Python: EngineParams' fields
@@ -57,12 +63,12 @@ def register(sub) -> None:
                                         "0, submission windows from WINDOW_BASE, on-chip RAM from 0x80000000.")
         s.add_argument("--port", required=True, metavar="DEV", help="serial device of the board, e.g. /dev/ttyUSB1")
         s.add_argument("--baud", type=int, default=115200, help="the build's baud rate (default 115200)")
-        s.add_argument("--timeout", type=float, default=1.0, metavar="S", help="wait per access (default 1)")
+        s.add_argument("--timeout", type=link_timeout, default=1.0, metavar="S", help="wait per access (default 1)")
         if name == "peek":
-            s.add_argument("addr", nargs="+", type=lambda t: int(t, 0), help="addresses (0x.. for hex)")
+            s.add_argument("addr", nargs="+", type=bus_address, help="addresses (0x.. for hex)")
         if name == "poke":
-            s.add_argument("addr", type=lambda t: int(t, 0))
-            s.add_argument("value", type=lambda t: int(t, 0))
+            s.add_argument("addr", type=bus_address, help="address (0x.. for hex)")
+            s.add_argument("value", type=word32, help="32-bit value (0x.. for hex)")
         s.set_defaults(func=run_link)
 
 

@@ -1,10 +1,15 @@
-"""`arkdma`: builds the command line from the command modules and dispatches."""
+"""`arkdma`: builds the command line from the command modules and dispatches.
+
+Exit codes: 0 success, 1 a runtime error (one line on stderr saying what and what to do), 2 a usage
+error (argparse's message), 130 interrupted (Ctrl-C; each command's context managers clean up).
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+from importlib import metadata
 
 from driver.errors import ArkdmaError
 
@@ -18,10 +23,19 @@ COMMAND_MODULES = (
     "ark_runtime.cli.bench",
     "ark_runtime.cli.sim",
 )
+RUNTIME_ERROR, USAGE_ERROR, INTERRUPTED = 1, 2, 130
+
+
+def version() -> str:
+    try:
+        return metadata.version("arkdma")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="arkdma", description="GPU-driven DMA: engines, runtime and tools")
+    parser.add_argument("--version", action="version", version=f"arkdma {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -34,7 +48,14 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except ArkdmaError as exc:
         print(f"arkdma {args.command}: {exc}", file=sys.stderr)
-        return 2
+        return RUNTIME_ERROR
+    except KeyboardInterrupt:
+        print(f"arkdma {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except OSError as exc:  # a file or device the command was given could not be used
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        print(f"arkdma {args.command}: {exc.strerror or exc}{where}", file=sys.stderr)
+        return RUNTIME_ERROR
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
+from ark_runtime.cli.arguments import output_file, verilog_identifier
 from driver.errors import ArkdmaError
 
 
@@ -38,8 +39,9 @@ def register(sub) -> None:
                         description="Converts the Amaranth engine (rtl/engine.py) to Verilog. Ports: csr (AXI4-Lite "
                                     "slave, the registers), win (AXI4 slave, the submission windows), mem (AXI4 "
                                     "master, host memory), clk, rst (synchronous, active high).")
-    v.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="Verilog file to write")
-    v.add_argument("--name", default="arkdma_engine", help="top module name (default arkdma_engine)")
+    v.add_argument("-o", "--output", type=output_file, required=True, metavar="FILE", help="Verilog file to write")
+    v.add_argument("--name", type=verilog_identifier, default="arkdma_engine",
+                   help="top module name (default arkdma_engine)")
     add_param_options(v)
     v.set_defaults(func=run_verilog)
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ark_runtime.cli.arguments import byte_sizes, positive_int
+from ark_runtime.cli.arguments import byte_sizes, clock_mhz, input_file, nanoseconds, output_file, positive_int
 from ark_runtime.cli.rtl import add_param_options, params_from
 from driver.errors import ArkdmaError
 
@@ -25,9 +25,10 @@ def _register_bench(ssub) -> None:
                     "latency (doorbell -> completion counter write), doorbell -> first read request, per-descriptor "
                     "overhead beyond the memory round trips, descriptors accepted per cycle; and prints a modelled "
                     "end-to-end GPU-driven latency for one 8 KiB D2H descriptor. Times are simulated clock.")
-    b.add_argument("--json", type=Path, required=True, metavar="FILE", help="JSON to write; the PNG plot goes beside it")
-    b.add_argument("--clock-mhz", type=float, default=None, help="engine clock (default 250)")
-    b.add_argument("--round-trip-ns", type=float, default=None,
+    b.add_argument("--json", type=output_file, required=True, metavar="FILE",
+                   help="JSON to write; the PNG plot goes beside it")
+    b.add_argument("--clock-mhz", type=clock_mhz, default=None, help="engine clock (default 250)")
+    b.add_argument("--round-trip-ns", type=nanoseconds, default=None,
                    help="memory round trip: read address -> first data, last write beat -> write response (default 1770)")
     b.add_argument("--sizes", type=byte_sizes, default=None, help="bytes per descriptor, comma-separated "
                    "(default 64,256,1024,4096,8192,65536,1048576)")
@@ -63,13 +64,13 @@ def _register_waves(ssub) -> None:
                     "descriptor, the cycles from its doorbell to its first read request, to the response of its last "
                     "write burst and to the completion-counter write that covers it; then the interval summary and "
                     "the payload throughput from the first doorbell to the last counter write (or --start/--end).")
-    w.add_argument("vcd", type=Path, metavar="FILE.vcd", help="waveform of the arkdma_engine top level")
+    w.add_argument("vcd", type=input_file, metavar="FILE.vcd", help="waveform of the arkdma_engine top level")
     w.add_argument("--slots", type=positive_int, default=None,
                    help="window slots per queue (default: read from the driver's identity reads in the VCD)")
     w.add_argument("--start", type=int, default=None, metavar="CYCLE", help="throughput window start")
     w.add_argument("--end", type=int, default=None, metavar="CYCLE", help="throughput window end (exclusive)")
     w.add_argument("--rows", type=int, default=50, help="descriptor rows to print (default 50; 0: all)")
-    w.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the timings as JSON")
+    w.add_argument("--json", type=output_file, default=None, metavar="FILE", help="also write the timings as JSON")
     w.set_defaults(func=run_waves)
 
 

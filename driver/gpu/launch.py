@@ -10,22 +10,15 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
+from driver.discovery import gpus
 from driver.errors import ArkdmaError, EngineTimeout
 from driver.gpu.queue import GpuQueue
 
 
 def gpu_unavailable_reason() -> str | None:
     """None when CuPy reaches a CUDA GPU, else why not."""
-    try:
-        import cupy
-    except ImportError:
-        return "CuPy is not installed (pip install 'arkdma[gpu]')"
-    try:
-        if cupy.cuda.runtime.getDeviceCount() == 0:
-            return "CUDA reports no GPU"
-    except cupy.cuda.runtime.CUDARuntimeError as exc:
-        return f"no CUDA driver or GPU ({exc})"
-    return None
+    found, why = gpus()
+    return None if found else why
 
 
 def launch(fn, grid: int | tuple, block: int | tuple, args: tuple, stream=None):

@@ -36,7 +36,7 @@ def test_demo_on_the_reference_engine_checks_bytes_and_writes_plot_and_json(tmp_
 
 
 def test_demo_on_an_engine_that_is_not_here_says_why(capsys):
-    assert main(["demo", "--engine", "card"]) == 2
+    assert main(["demo", "--engine", "card"]) == 1
     assert "no arkdma card" in capsys.readouterr().out
 
 

@@ -1,0 +1,28 @@
+"""The simulation build folder stays bounded: old models and run folders are pruned, the ones in use kept."""
+
+from __future__ import annotations
+
+import os
+
+from sim.build import BUILD_ROOT, PROJECT_ROOT, prune
+
+
+def _folder(path, age):
+    path.mkdir(parents=True)
+    (path / "f").write_bytes(b"x")
+    os.utime(path, (1_000_000 + age, 1_000_000 + age))
+    return path
+
+
+def test_prune_keeps_the_newest_models_and_runs(tmp_path):
+    models = [_folder(tmp_path / f"dw64_{i}", i) for i in range(5)]
+    runs = [_folder(tmp_path / "runs" / f"job-{i}", i) for i in range(7)]
+    removed = prune(tmp_path, keep_models=2, keep_runs=3)
+    assert sorted(p.name for p in removed) == sorted([m.name for m in models[:3]] + [r.name for r in runs[:4]])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dw64_3", "dw64_4", "runs"]
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["job-4", "job-5", "job-6"]
+
+
+def test_build_products_live_under_one_ignored_folder():
+    assert BUILD_ROOT.parent == PROJECT_ROOT / "build" or os.environ.get("ARKDMA_BUILD_DIR")
+    assert "build/" in (PROJECT_ROOT / ".gitignore").read_text().split()
