@@ -43,14 +43,16 @@ class Device:
         return self.regions.register(buffer, **kwargs)
 
     def _completion_slot(self, queue: int) -> tuple[Buffer, RegionHandle, int]:
-        if self._completions is None:
+        if self._completion_region is None:
             size = self.geometry.num_queues * COMPLETION_STRIDE
             # This producer is a CPU thread, so its completion words live in host memory, where it polls
             # them without a copy (GPU producers put theirs in GPU memory: driver/gpu/queue.py).
-            self._completions = self.alloc(size, "host")
-            self._completions.write(0, bytes(size))
-            # An id from the top, which no user registration gets and no host queue may name.
-            self._completion_region = self.regions.register_internal(self._completions, Perm.WRITE)
+            words = self.alloc(size, "host")
+            words.write(0, bytes(size))
+            # An id from the top, which no user registration gets and no host queue may name. Set both
+            # only once it is registered: a refusal (an overlapping user region) leaves nothing half-made.
+            region = self.regions.register_internal(words, Perm.WRITE)
+            self._completions, self._completion_region = words, region
         return self._completions, self._completion_region, queue * COMPLETION_STRIDE
 
     def queue(self, queue: int | None = None, start: int = 0) -> "HostQueue":

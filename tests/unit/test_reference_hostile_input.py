@@ -85,3 +85,15 @@ def test_modelled_memory_may_be_registered_by_address(dev):
     # the reference engine's bus is a model: an unbacked range is harmless and ends in BUS_ERROR
     r = dev.regions.register(addr=dev.backend.unbacked_address(64), size=64, perms=Perm.WRITE)
     assert r.size == 64
+
+
+def test_a_queue_refused_its_completion_words_leaves_the_device_usable(dev):
+    # found by the API fuzz campaign: a user region over all of the modelled bus made the completion
+    # words' registration fail, and the next queue() crashed on the half-made state
+    everything = dev.regions.register(addr=0, size=(1 << 48) + 1)
+    for _ in range(2):
+        with pytest.raises(RegionError, match="overlaps region"):
+            dev.queue()
+    dev.regions.unregister(everything)
+    q = dev.queue()
+    assert q.completed == 0
