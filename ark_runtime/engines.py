@@ -8,22 +8,37 @@ cocotb) still lists it, with the reason it cannot run.
 
 from __future__ import annotations
 
-import importlib
+import functools
+from importlib import metadata
 from dataclasses import dataclass
 
 from driver.backend import Backend
 from driver.errors import EngineUnavailable
 from driver.provider import EngineProvider
 
-# Best first. A provider module that does not exist yet (or whose engine was not built) is listed
-# as unavailable with the reason.
-PROVIDERS: dict[str, str] = {
-    "card": "driver.card:CardProvider",
-    "software-cuda": "host.provider:CudaProvider",
-    "rtl": "sim.provider:RtlProvider",
-    "software-host": "host.provider:HostProvider",
-    "reference": "driver.provider:ReferenceProvider",
-}
+# Best first, by name. Where each lives is registered by its package as an "arkdma.engines" entry point
+# (pyproject.toml), so this module names no part of the hardware side; a provider is imported only when
+# asked for, so a machine without an engine's parts (CuPy, the native library, Amaranth, cocotb) still
+# lists it, with the reason it cannot run.
+PREFERENCE = ("card", "software-cuda", "rtl", "software-host", "reference")
+ENTRY_POINT_GROUP = "arkdma.engines"
+
+
+@functools.cache
+def _registered() -> dict[str, metadata.EntryPoint]:
+    found = {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    if not found:
+        raise EngineUnavailable(
+            f"no engine is registered (no {ENTRY_POINT_GROUP!r} entry points): arkdma is not installed; "
+            "run ./dev or pip install -e . in the checkout"
+        )
+    return found
+
+
+def _ranked() -> list[str]:
+    """Registered engines, best first (ones not in PREFERENCE after, by name)."""
+    names = _registered()
+    return [n for n in PREFERENCE if n in names] + sorted(set(names) - set(PREFERENCE))
 
 
 class _Missing(EngineProvider):
@@ -46,24 +61,25 @@ class EngineStatus:
 
 
 def known() -> list[str]:
-    return list(PROVIDERS)
+    return _ranked()
 
 
 def provider(name: str) -> EngineProvider:
-    if name not in PROVIDERS:
-        raise EngineUnavailable(f"unknown engine {name!r}; known engines: {', '.join(PROVIDERS)}")
-    module, _, cls = PROVIDERS[name].partition(":")
+    registered = _registered()
+    if name not in registered:
+        raise EngineUnavailable(f"unknown engine {name!r}; known engines: {', '.join(_ranked())}")
+    entry = registered[name]
     try:
-        return getattr(importlib.import_module(module), cls)()
+        return entry.load()()
     except ModuleNotFoundError as exc:
-        if exc.name and module.startswith(exc.name):
-            return _Missing(name, f"this build of arkdma has no {module} module")
+        if exc.name and entry.module.startswith(exc.name):
+            return _Missing(name, f"this build of arkdma has no {entry.module} module")
         raise
 
 
 def status() -> list[EngineStatus]:
     out = []
-    for name in PROVIDERS:
+    for name in _ranked():
         p = provider(name)
         reason = p.unavailable_reason()
         out.append(EngineStatus(name, p.summary, reason is None, reason or ""))
@@ -86,7 +102,7 @@ def choose(in_process: bool = False) -> Choice:
     """The most capable engine that can run here (only ones a Backend can be opened for, when asked),
     with the reasons every better engine was passed over. The CLI and open_engine() both use this."""
     passed: list[tuple[str, str]] = []
-    for name in PROVIDERS:
+    for name in _ranked():
         p = provider(name)
         reason = p.unavailable_reason()
         if reason is None and in_process and not p.runs_in_process():
@@ -105,7 +121,7 @@ def best(in_process: bool = False) -> str:
 def open_engine(name: str | None = None, **params) -> Backend:
     """Open `name`, or the best in-process engine when None (choose(in_process=True) says why)."""
     if name is not None and (not isinstance(name, str) or not name.strip()):
-        raise EngineUnavailable(f"engine name {name!r} is empty or not a string; known engines: {', '.join(PROVIDERS)}")
+        raise EngineUnavailable(f"engine name {name!r} is empty or not a string; known engines: {', '.join(_ranked())}")
     p = provider(name or best(in_process=True))
     reason = p.unavailable_reason()
     if reason:

@@ -1,0 +1,75 @@
+"""The layers of DESIGN.md hold: import-linter's contracts (pyproject.toml) pass on the tree, break on a
+tree that crosses them, and the CLI reaches the hardware side only inside its commands."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
+
+
+def lint(cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    if LINT is None:
+        pytest.fail("lint-imports is missing: the test extra pins import-linter (run ./dev)")
+    return subprocess.run([LINT, "--no-cache"], cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})
+
+
+def test_the_contracts_hold_on_this_tree():
+    proc = lint(ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "0 broken" in proc.stdout
+
+
+@pytest.mark.parametrize(("offender", "line", "contract"), [
+    ("driver/leak.py", "import ark_runtime.engines\n", "driver imports nothing above it"),
+    ("driver/leak.py", "import host.engine\n", "driver imports nothing above it"),
+    ("host/leak.py", "import sim.build\n", "host imports nothing above it"),
+    ("rtl/leak.py", "from driver import device\n", "rtl imports only the ABI"),
+    ("ark_runtime/leak.py", "import amaranth\n", "the runtime library reaches no hardware side"),
+    ("ark_runtime/leak.py", "def later():\n    import rtl.engine\n", "the runtime library reaches no hardware side"),
+])
+def test_a_crossing_import_breaks_a_contract(tmp_path, offender, line, contract):
+    """The project's own contracts, on a skeleton of its packages with one import that crosses a layer."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    for package in config["root_packages"] + ["ark_runtime/cli"]:
+        (tmp_path / package).mkdir(parents=True, exist_ok=True)
+        (tmp_path / package / "__init__.py").write_text("")
+    named = {m for c in config["contracts"] for m in c.get("forbidden_modules", []) + c["source_modules"]}
+    internal = {m for m in named if m.split(".")[0] in config["root_packages"]}
+    for module in internal | {"host.engine", "sim.build", "ark_runtime.engines", "rtl.engine", "driver.device"}:
+        path = tmp_path.joinpath(*module.split("."))
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "__init__.py").touch()
+    (tmp_path / "amaranth").mkdir(exist_ok=True)
+    (tmp_path / "amaranth" / "__init__.py").touch()
+    (tmp_path / "ark_runtime/cli/ok.py").write_text("def run():\n    import rtl.engine\n")  # allowed: a command
+    (tmp_path / offender).write_text(line)
+    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    proc = lint(tmp_path, env={"PYTHONPATH": str(tmp_path)})
+    assert proc.returncode != 0, proc.stdout
+    assert contract in proc.stdout and "BROKEN" in proc.stdout
+
+
+def test_the_cli_imports_no_hardware_side_until_a_command_runs():
+    code = ("import sys; from ark_runtime.cli.main import build_parser; build_parser(); "
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('amaranth', 'cocotb', 'cocotb_tools', "
+            "'cocotbext', 'sim') or m in ('rtl.engine',)); print(bad)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]", f"building the CLI imported {proc.stdout.strip()}"
+
+
+def test_no_runtime_module_names_the_simulator_in_a_string():
+    runtime = [p for p in (ROOT / "ark_runtime").rglob("*.py") if "cli" not in p.relative_to(ROOT).parts]
+    for path in runtime:
+        text = path.read_text()
+        assert '"sim.' not in text and "'sim." not in text, f"{path} names a sim module"
