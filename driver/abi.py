@@ -51,7 +51,7 @@ class ErrorCode(IntEnum):
     NONE = 0
     INVALID_DESCRIPTOR = 1  # a flag bit outside FLAGS_VALID, or the reserved field is not zero
     BAD_LENGTH = 2  # IMM whose length is not 8
-    MISALIGNED = 3  # IMM whose destination offset is not a multiple of 8
+    MISALIGNED = 3  # IMM (or completion word) whose destination bus address is not a multiple of 8
     UNKNOWN_REGION = 4  # a region id beyond the table, or a region that is not registered
     PERMISSION = 5  # the source lacks READ or the destination lacks WRITE
     OUT_OF_BOUNDS = 6  # offset + length beyond the region's size (on either side)
@@ -65,7 +65,7 @@ ERROR_DOCS = {
     ErrorCode.NONE: "no error",
     ErrorCode.INVALID_DESCRIPTOR: "a flag bit outside NOTIFY|FENCE|IMM, or reserved field not zero",
     ErrorCode.BAD_LENGTH: "IMM descriptor whose length is not 8",
-    ErrorCode.MISALIGNED: "IMM descriptor whose destination offset is not a multiple of 8",
+    ErrorCode.MISALIGNED: "IMM descriptor (or completion word) whose destination bus address, region base + offset, is not a multiple of 8",
     ErrorCode.UNKNOWN_REGION: "region id beyond the table, or region not registered",
     ErrorCode.PERMISSION: "source region lacks READ or destination region lacks WRITE",
     ErrorCode.OUT_OF_BOUNDS: "offset + length beyond the region size, on either side",

@@ -65,8 +65,6 @@ def validate(desc: Descriptor, regions: list[Region | None]) -> ErrorCode:
     imm = bool(desc.flags & Flag.IMM)
     if imm and desc.length != IMM_BYTES:
         return ErrorCode.BAD_LENGTH
-    if imm and desc.dst_offset % IMM_BYTES:
-        return ErrorCode.MISALIGNED
 
     def lookup(rid: int) -> Region | None:
         return regions[rid] if rid < len(regions) else None
@@ -77,6 +75,8 @@ def validate(desc: Descriptor, regions: list[Region | None]) -> ErrorCode:
         return ErrorCode.UNKNOWN_REGION
     if (src is not None and not src.perms & Perm.READ) or not dst.perms & Perm.WRITE:
         return ErrorCode.PERMISSION
+    if imm and (dst.addr + desc.dst_offset) % IMM_BYTES:  # the bus address: one aligned 8-byte write
+        return ErrorCode.MISALIGNED
     if src is not None and desc.src_offset + desc.length > src.size:
         return ErrorCode.OUT_OF_BOUNDS
     if desc.dst_offset + desc.length > dst.size:
@@ -94,13 +94,13 @@ def validate(desc: Descriptor, regions: list[Region | None]) -> ErrorCode:
 
 def completion_location_error(regions: list[Region | None], region: int, offset: int) -> ErrorCode:
     """Why a queue's completion word cannot live at (region, offset), or NONE."""
-    if offset % COMPLETION_BYTES:
-        return ErrorCode.MISALIGNED
     entry = regions[region] if region < len(regions) else None
     if entry is None:
         return ErrorCode.UNKNOWN_REGION
     if not entry.perms & Perm.WRITE:
         return ErrorCode.PERMISSION
+    if (entry.addr + offset) % COMPLETION_BYTES:  # the bus address, as for IMM
+        return ErrorCode.MISALIGNED
     if offset + COMPLETION_BYTES > entry.size:
         return ErrorCode.OUT_OF_BOUNDS
     return ErrorCode.NONE

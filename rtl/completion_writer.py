@@ -61,12 +61,12 @@ class CompletionWriter(wiring.Component):
         entry = self.region.entry
         m.d.comb += [self.take_queue.eq(q), self.ok_queue.eq(q), self.fail_queue.eq(q), self.fail_code.eq(code),
                      self.issue_queue.eq(q)]
-        with m.If(offset[:3] != 0):
-            m.d.comb += code.eq(ErrorCode.MISALIGNED)
-        with m.Elif(entry.perms == 0):
+        with m.If(entry.perms == 0):
             m.d.comb += code.eq(ErrorCode.UNKNOWN_REGION)
         with m.Elif(~entry.perms[(Perm.WRITE).bit_length() - 1]):
             m.d.comb += code.eq(ErrorCode.PERMISSION)
+        with m.Elif((entry.addr[:3] + offset[:3])[:3] != 0):  # the bus address: one aligned 8-byte write
+            m.d.comb += code.eq(ErrorCode.MISALIGNED)
         with m.Elif(offset + COMPLETION_BYTES > entry.size):
             m.d.comb += code.eq(ErrorCode.OUT_OF_BOUNDS)
 

@@ -22,7 +22,7 @@ class Validator(wiring.Component):
         flight is squashed and its queue rewinds to it (it is read again once the queue drained; a
         pick of that queue in S0 or in the same cycle is dropped); the source and destination regions are
         looked up.
-    S2  regions arrive; flag, length, alignment, region and permission checks; bounds and overlap
+    S2  regions arrive; flag, length, region, permission and (IMM bus address) alignment checks; bounds and overlap
         are compared (offset + length > size without wrapping, one carry chain each); bus addresses
         and the source's buffer rows are summed.
     S3  the first failing check in ErrorCode order wins; the first read burst is planned. A failure (or a
@@ -103,12 +103,13 @@ class Validator(wiring.Component):
             m.d.comb += early.eq(ErrorCode.INVALID_DESCRIPTOR)
         with m.Elif(imm & (s2d.length != IMM_BYTES)):
             m.d.comb += early.eq(ErrorCode.BAD_LENGTH)
-        with m.Elif(imm & (s2d.dst_offset[:3] != 0)):
-            m.d.comb += early.eq(ErrorCode.MISALIGNED)
         with m.Elif((~imm & (se.perms == 0)) | (de.perms == 0)):
             m.d.comb += early.eq(ErrorCode.UNKNOWN_REGION)
         with m.Elif((~imm & ~se.perms[(Perm.READ).bit_length() - 1]) | ~de.perms[(Perm.WRITE).bit_length() - 1]):
             m.d.comb += early.eq(ErrorCode.PERMISSION)
+        with m.Elif(imm & ((de.addr[:3] + s2d.dst_offset[:3])[:3] != 0)):
+            # the bus address: an IMM is one aligned 8-byte write (a region base off 8 bytes would split it)
+            m.d.comb += early.eq(ErrorCode.MISALIGNED)
 
         # S3: bounds and overlap
         s3_valid = Signal()

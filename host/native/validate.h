@@ -26,13 +26,14 @@ inline uint32_t validate(const arkdma_descriptor& d, const std::vector<Region>& 
   if ((d.flags & ~ARKDMA_FLAGS_VALID) != 0 || d.reserved != 0) return ARKDMA_ERR_INVALID_DESCRIPTOR;
   const bool imm = (d.flags & ARKDMA_FLAG_IMM) != 0;
   if (imm && d.length != ARKDMA_IMM_BYTES) return ARKDMA_ERR_BAD_LENGTH;
-  if (imm && d.dst_offset % ARKDMA_IMM_BYTES != 0) return ARKDMA_ERR_MISALIGNED;
   const Region* src = imm ? nullptr : lookup_region(regions, d.src_region);
   const Region* dst = lookup_region(regions, d.dst_region);
   if ((!imm && src == nullptr) || dst == nullptr) return ARKDMA_ERR_UNKNOWN_REGION;
   if ((src != nullptr && !(src->perms & ARKDMA_PERM_READ)) || !(dst->perms & ARKDMA_PERM_WRITE)) {
     return ARKDMA_ERR_PERMISSION;
   }
+  // The bus address, not the offset: the value goes out as one aligned 8-byte write.
+  if (imm && (dst->addr + d.dst_offset) % ARKDMA_IMM_BYTES != 0) return ARKDMA_ERR_MISALIGNED;
   if (src != nullptr && !fits(d.src_offset, d.length, src->size)) return ARKDMA_ERR_OUT_OF_BOUNDS;
   if (!fits(d.dst_offset, d.length, dst->size)) return ARKDMA_ERR_OUT_OF_BOUNDS;
   // Both ranges are inside their regions now, so these sums cannot overflow.
@@ -47,10 +48,10 @@ inline uint32_t validate(const arkdma_descriptor& d, const std::vector<Region>& 
 
 // Why a queue's completion word cannot live at (region, offset), or ARKDMA_ERR_NONE.
 inline uint32_t completion_location_error(const std::vector<Region>& regions, uint32_t region, uint64_t offset) {
-  if (offset % ARKDMA_COMPLETION_BYTES != 0) return ARKDMA_ERR_MISALIGNED;
   const Region* r = lookup_region(regions, region);
   if (r == nullptr) return ARKDMA_ERR_UNKNOWN_REGION;
   if (!(r->perms & ARKDMA_PERM_WRITE)) return ARKDMA_ERR_PERMISSION;
+  if ((r->addr + offset) % ARKDMA_COMPLETION_BYTES != 0) return ARKDMA_ERR_MISALIGNED;
   if (!fits(offset, ARKDMA_COMPLETION_BYTES, r->size)) return ARKDMA_ERR_OUT_OF_BOUNDS;
   return ARKDMA_ERR_NONE;
 }

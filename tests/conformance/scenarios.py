@@ -7,6 +7,8 @@ import numpy as np
 from driver.abi import Flag, Perm
 from driver.scenario import Scenario
 from tests.conformance.builder import Builder, desc, imm
+from tests.conformance.regressions import regression_scenarios
+from tests.conformance.rules import rule_scenarios
 
 KiB, MiB = 1024, 1 << 20
 BOUNDARY_SIZES = (0, 1, 63, 64, 65, 4095, 4096, 4097, 8 * KiB, 1 * MiB)
@@ -428,6 +430,8 @@ def all_scenarios() -> list[Scenario]:
         reset_and_reuse(),
     ]
     scenarios += error_scenarios()
+    scenarios += regression_scenarios()
+    scenarios += rule_scenarios()
     names = [s.name for s in scenarios]
     assert len(names) == len(set(names)), "scenario names must be unique"
     return scenarios

@@ -47,7 +47,7 @@ typedef unsigned long long uint64_t;
 #define ARKDMA_ERR_NONE 0u  /* no error */
 #define ARKDMA_ERR_INVALID_DESCRIPTOR 1u  /* a flag bit outside NOTIFY|FENCE|IMM, or reserved field not zero */
 #define ARKDMA_ERR_BAD_LENGTH 2u  /* IMM descriptor whose length is not 8 */
-#define ARKDMA_ERR_MISALIGNED 3u  /* IMM descriptor whose destination offset is not a multiple of 8 */
+#define ARKDMA_ERR_MISALIGNED 3u  /* IMM descriptor (or completion word) whose destination bus address, region base + offset, is not a multiple of 8 */
 #define ARKDMA_ERR_UNKNOWN_REGION 4u  /* region id beyond the table, or region not registered */
 #define ARKDMA_ERR_PERMISSION 5u  /* source region lacks READ or destination region lacks WRITE */
 #define ARKDMA_ERR_OUT_OF_BOUNDS 6u  /* offset + length beyond the region size, on either side */

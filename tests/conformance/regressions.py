@@ -1,0 +1,101 @@
+"""Named regression scenarios: each one a defect an engine once had (found by a reader of the docs, a
+generated campaign or a user), kept so that it never comes back. The docstring names the defect."""
+
+from __future__ import annotations
+
+from driver.abi import Flag, Perm
+from driver.scenario import Scenario
+from tests.conformance.builder import Builder, desc, imm
+
+KiB = 1024
+VALUE = 0x1122_3344_5566_7788
+
+
+def imm_unaligned_region_base() -> Scenario:
+    """Issue 8, defect 1: an IMM whose offset is 8-aligned in a region whose bus base is not lost the bytes
+    that fell into the next bus word, silently (RTL). The rule is the bus address: such an IMM halts with
+    MISALIGNED on every engine, and one whose bus address is aligned lands whole."""
+    b = Builder("regress_imm_unaligned_region_base")
+    b.buffer("sig", 256, "byte", 0xA5)
+    b.buffer("src", 4 * KiB)
+    b.buffer("dst", 4 * KiB, "byte", 0xA5)
+    b.region(0, "src", perms=Perm.READ)
+    b.region(1, "dst")
+    b.region(2, "sig", offset=4, size=200)  # bus base = buffer + 4: not 8-aligned
+    b.queue(0, start=7)
+    ok = imm(2, 4, VALUE, Flag.NOTIFY, cookie=1)  # bus address buffer + 8: aligned
+    bad = imm(2, 16, VALUE, cookie=2)  # offset aligned, bus address buffer + 20: not
+    after = desc(0, 0, 1, 0, 512, cookie=3)
+    b.post(0, [ok, bad, after])
+    b.expect_value(2, 4, VALUE)
+    b.expect_untouched("sig", 0, 8)
+    b.expect_untouched("sig", 16, 256)
+    b.expect_untouched_dst(after)
+    b.expect_queue(0, completed=8, error="MISALIGNED", cookie=2, index=8)
+    return b.build()
+
+
+def completion_word_unaligned_region_base() -> Scenario:
+    """Issue 8, defect 1 (the completion word's side): a completion word at an 8-aligned offset of a region
+    whose base is not would be split across bus words; the queue halts at enable with MISALIGNED and
+    writes nothing."""
+    b = Builder("regress_completion_word_unaligned_base")
+    b.buffer("words", 256, "byte", 0x5A)
+    b.buffer("src", 4 * KiB)
+    b.buffer("dst", 4 * KiB, "byte", 0xA5)
+    b.region(0, "src", perms=Perm.READ)
+    b.region(1, "dst")
+    b.region(2, "words", offset=4, size=128, perms=Perm.WRITE)
+    b.configure(0, 2, 8, start=3)
+    b.enable(0)
+    b.write(0, 3, [desc(0, 0, 1, 0, 100)])
+    b.ring(0, 4)
+    b.expect_untouched("words", 0, 256)
+    b.expect_untouched("dst", 0, 4 * KiB)
+    b.expect_queue(0, completed=3, error="MISALIGNED", index=3, in_memory=False)
+    return b.build()
+
+
+def unknown_region_before_alignment() -> Scenario:
+    """Alignment is a property of a bus address, so it is checked once the region is known: an IMM to an
+    unregistered region at an odd offset is UNKNOWN_REGION, one to a read-only region PERMISSION."""
+    b = Builder("regress_imm_region_checked_before_alignment")
+    b.buffer("dst", 4 * KiB, "byte", 0xA5)
+    b.buffer("ro", 4 * KiB)
+    b.region(1, "dst")
+    b.region(2, "ro", perms=Perm.READ)
+    b.queue(0)
+    b.queue(1)
+    b.post(0, [imm(12, 4100, VALUE, cookie=1)])
+    b.post(1, [imm(2, 4, VALUE, cookie=2)])
+    b.expect_untouched("dst", 0, 4 * KiB)
+    b.expect_queue(0, completed=0, error="UNKNOWN_REGION", cookie=1, index=0)
+    b.expect_queue(1, completed=0, error="PERMISSION", cookie=2, index=0)
+    return b.build()
+
+
+def bus_error_stops_the_queue() -> Scenario:
+    """Issue 8, defect 2: after a write that ended in BUS_ERROR, the next descriptor of the queue still ran
+    when it carried no FENCE (RTL): its bytes landed although descriptors after a failing one never run."""
+    b = Builder("regress_bus_error_stops_the_queue", needs=("bus_errors",))
+    b.buffer("src", 16 * KiB)
+    b.buffer("dst", 16 * KiB, "byte", 0xA5)
+    b.region(0, "src", perms=Perm.READ)
+    b.region(1, "dst")
+    b.hole(6, 64 * KiB, Perm.WRITE)
+    b.queue(0, start=11)
+    first = desc(0, 0, 1, 0, 2048, cookie=1)
+    bad = desc(0, 0, 6, 0, 4096, cookie=2)
+    after = [desc(0, 4096, 1, 4096, 64, cookie=3), desc(0, 4096, 1, 8192, 4096, cookie=4),
+             desc(0, 0, 1, 12288, 8, Flag.NOTIFY, cookie=5)]
+    b.post(0, [first, bad] + after)
+    b.expect_copy(first)
+    for d in after:
+        b.expect_untouched_dst(d)
+    b.expect_queue(0, completed=12, error="BUS_ERROR", cookie=2, index=12)
+    return b.build()
+
+
+def regression_scenarios() -> list[Scenario]:
+    return [imm_unaligned_region_base(), completion_word_unaligned_region_base(), unknown_region_before_alignment(),
+            bus_error_stops_the_queue()]

@@ -1,0 +1,128 @@
+"""Scenarios for the rules of docs/abi-rules.md that the other scenarios leave implicit (each was a gap a
+reader of the docs found): every engine plays them and must match the reference byte for byte."""
+
+from __future__ import annotations
+
+from driver.abi import COMPLETION_COUNT_MASK, Perm
+from driver.scenario import Scenario
+from tests.conformance.builder import COMPLETION_REGION, COMPLETION_STRIDE, Builder, desc
+
+KiB = 1024
+ERRLOG_DEPTH = 16  # every engine's default
+
+
+def bad_completion_location_codes() -> Scenario:
+    """Enabling a queue whose completion word has no valid home halts it at once with the code of the
+    first failing check (UNKNOWN_REGION, PERMISSION, MISALIGNED, OUT_OF_BOUNDS), ERROR_INDEX = START,
+    ERROR_COOKIE = 0, and writes nothing."""
+    b = Builder("rule_completion_location_codes")
+    b.buffer("ro", 256)
+    b.buffer("wo", 256, "byte", 0x77)
+    b.region(2, "ro", perms=Perm.READ)
+    b.region(3, "wo", perms=Perm.WRITE)
+    cases = [(0, 9, 0, "UNKNOWN_REGION"), (1, 2, 0, "PERMISSION"), (2, 3, 12, "MISALIGNED"),
+             (3, 3, 256, "OUT_OF_BOUNDS")]
+    for q, region, offset, code in cases:
+        b.configure(q, region, offset, start=40 + q)
+        b.enable(q)
+        b.expect_queue(q, completed=40 + q, error=code, cookie=0, index=40 + q, in_memory=False)
+    b.expect_untouched("wo", 0, 256)
+    b.expect_untouched("ro", 0, 256)
+    return b.build()
+
+
+def doorbell_error_cookie_is_zero() -> Scenario:
+    """A doorbell error has no descriptor: ERROR_COOKIE is 0 and ERROR_INDEX the doorbell value written."""
+    b = Builder("rule_doorbell_error_cookie")
+    b.buffer("src", 4 * KiB)
+    b.buffer("dst", 4 * KiB, "byte", 0xA5)
+    b.region(0, "src", perms=Perm.READ)
+    b.region(1, "dst")
+    b.queue(0, start=1000)
+    d = desc(0, 0, 1, 0, 256, cookie=0x1234)
+    b.post(0, [d])
+    b.wait_idle()
+    b.ring(0, 990)  # backwards
+    b.expect_copy(d)
+    b.expect_queue(0, completed=1001, error="DOORBELL_BACKWARDS", cookie=0, index=990)
+    return b.build()
+
+
+def count_wraps_at_2_63() -> Scenario:
+    """The count in the completion word is the completed count modulo 2**63 (bit 63 is the error flag):
+    started just below 2**63 it wraps to small numbers; producers compare counts modulo 2**63."""
+    start = COMPLETION_COUNT_MASK - 1  # 2**63 - 2
+    b = Builder("rule_count_wraps_at_2_63")
+    b.buffer("src", 4 * KiB)
+    b.buffer("dst", 8 * KiB, "byte", 0xA5)
+    b.region(0, "src", perms=Perm.READ)
+    b.region(1, "dst")
+    b.queue(0, start=start)
+    descs = [desc(0, 0, 1, 1024 * i, 512, cookie=i) for i in range(5)]
+    b.post(0, descs)
+    for d in descs:
+        b.expect_copy(d)
+    b.expect_queue(0, completed=(start + 5) & COMPLETION_COUNT_MASK)
+    return b.build()
+
+
+def zero_length_copies() -> Scenario:
+    """A zero-length copy moves nothing and is checked like any other: at the same offset of one region it
+    is no OVERLAP, from or to memory nothing backs it is no BUS_ERROR, past a region's end it is
+    OUT_OF_BOUNDS."""
+    b = Builder("rule_zero_length_copies", needs=("bus_errors",))
+    b.buffer("buf", 4 * KiB, "byte", 0x42)
+    b.region(1, "buf")
+    b.hole(5, 4 * KiB)
+    b.queue(0)
+    b.queue(1)
+    b.post(0, [desc(1, 100, 1, 100, 0, cookie=1), desc(5, 0, 1, 0, 0, cookie=2), desc(1, 0, 5, 64, 0, cookie=3)])
+    b.post(1, [desc(1, 4 * KiB + 1, 1, 0, 0, cookie=4)])
+    b.expect_untouched("buf", 0, 4 * KiB)
+    b.expect_queue(0, completed=3)
+    b.expect_queue(1, completed=0, error="OUT_OF_BOUNDS", cookie=4, index=0)
+    return b.build()
+
+
+def error_log_keeps_the_oldest() -> Scenario:
+    """The error log holds ERRLOG_DEPTH entries; when it is full, new entries are dropped (and the overflow
+    flag set), so the oldest errors, usually the cause, survive until the log is read."""
+    b = Builder("rule_error_log_overflow")
+    b.buffer("dst", 4 * KiB, "byte", 0xA5)
+    b.region(1, "dst")
+    b.queue(0)
+    for i in range(ERRLOG_DEPTH + 4):
+        if i:
+            b.disable(0)
+            b.enable(0)
+        b.post(0, [desc(9, 0, 1, 0, 64, cookie=0x100 + i)])  # region 9 is not registered
+        b.wait_idle()
+    b.expect_untouched("dst", 0, 4 * KiB)
+    b.expect_queue(0, completed=0, error="UNKNOWN_REGION", cookie=0x100 + ERRLOG_DEPTH + 3, index=0)
+    return b.build()
+
+
+def disable_then_reset_keeps_the_prefix() -> Scenario:
+    """A global reset is a hard stop (it writes no completion word and makes no promise about descriptors
+    in flight); disabling every queue first gives the prefix rule, and what reset leaves is then exact."""
+    b = Builder("rule_disable_then_reset", prefix=True)
+    b.buffer("src", 64 * KiB)
+    b.buffer("dst", 256 * KiB, "byte", 0xA5)
+    b.region(0, "src", perms=Perm.READ)
+    b.region(1, "dst")
+    b.queue(0, start=5)
+    b.write(0, 5, [desc(0, 0, 1, 16 * KiB * i, 16 * KiB, cookie=i) for i in range(14)])
+    b.ring(0, 19)
+    b.advance(6)
+    b.disable(0)
+    b.reset()
+    b.expect["prefix"] = {"slot": 0, "start": 5}
+    return b.build()
+
+
+def rule_scenarios() -> list[Scenario]:
+    return [bad_completion_location_codes(), doorbell_error_cookie_is_zero(), count_wraps_at_2_63(),
+            zero_length_copies(), error_log_keeps_the_oldest(), disable_then_reset_keeps_the_prefix()]
+
+
+__all__ = ["rule_scenarios", "COMPLETION_REGION", "COMPLETION_STRIDE"]
