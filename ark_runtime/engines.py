@@ -24,9 +24,23 @@ PREFERENCE = ("card", "software-cuda", "rtl", "software-host", "reference")
 ENTRY_POINT_GROUP = "arkdma.engines"
 
 
+def _from_checkout() -> dict[str, metadata.EntryPoint]:
+    """The entry points as the checkout's pyproject.toml declares them, for a source tree run without
+    installing (e.g. a native library built in place)."""
+    import tomllib
+    from pathlib import Path
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    try:
+        table = tomllib.loads(pyproject.read_text())["project"]["entry-points"][ENTRY_POINT_GROUP]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return {}
+    return {name: metadata.EntryPoint(name, value, ENTRY_POINT_GROUP) for name, value in table.items()}
+
+
 @functools.cache
 def _registered() -> dict[str, metadata.EntryPoint]:
-    found = {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    found = {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)} or _from_checkout()
     if not found:
         raise EngineUnavailable(
             f"no engine is registered (no {ENTRY_POINT_GROUP!r} entry points): arkdma is not installed; "

@@ -231,6 +231,11 @@ class ScenarioPlayer:
     def _op_wait_idle(self) -> None:
         self.backend.wait_idle(self.timeout)
 
+    def _op_idle(self, cycles: int) -> None:
+        """Let a free-running engine work for about `cycles` engine cycles (4 ns each); the stepped reference
+        model does nothing meanwhile."""
+        time.sleep(cycles * 4e-9)
+
     def _op_reset(self) -> None:
         self.backend.reset()
         self.regions.clear()

@@ -59,8 +59,11 @@ class CompletionWriter(wiring.Component):
         aw_done, w_done = Signal(), Signal()
         code = Signal(CODE_BITS)
         entry = self.region.entry
-        m.d.comb += [self.take_queue.eq(q), self.ok_queue.eq(q), self.fail_queue.eq(q), self.fail_code.eq(code),
-                     self.issue_queue.eq(q)]
+        # `take` happens in IDLE, before `q` holds the grant: it names the queue granted now. (Naming `q`, the
+        # queue served before, cleared that queue's dirty bit: a word due after its capture was never
+        # written, e.g. the halt of a queue when another queue's word was written next.)
+        m.d.comb += [self.take_queue.eq(rr.grant), self.ok_queue.eq(q), self.fail_queue.eq(q),
+                     self.fail_code.eq(code), self.issue_queue.eq(q)]
         with m.If(entry.perms == 0):
             m.d.comb += code.eq(ErrorCode.UNKNOWN_REGION)
         with m.Elif(~entry.perms[(Perm.WRITE).bit_length() - 1]):

@@ -17,7 +17,7 @@ class WriteData(wiring.Component):
     two rows that hold its destination lanes (`preload` reads one row ahead first when the source
     starts in a later lane than the destination; in the same lane, beat j is row j). Rows are freed
     as they are read; a DISCARD entry
-    frees the rest of a failed or dropped descriptor once its reads have all landed.
+    frees the rest of a failed or dropped descriptor as its reads land, and is done once all have.
 
     Pipeline: token (row read issued) -> A (row arrives) -> W register. A stalled W channel holds
     all three.
@@ -92,6 +92,11 @@ class WriteData(wiring.Component):
                     m.d.comb += self.went.ready.eq(discard_ready)
                     with m.If(discard_ready):
                         m.d.sync += [row_free.eq(e.row_end), started.eq(0)]
+                    with m.Else():
+                        # Free the rows as they land: a descriptor larger than the buffer reads its rest
+                        # only into freed rows, so holding them all until the end deadlocked (a reset or a
+                        # drop with such a copy in flight never finished).
+                        m.d.sync += row_free.eq(self.filled)
         m.d.comb += [self.rd_en.eq(adv), self.rd_addr.eq(row[: (p.buffer_rows - 1).bit_length()])]
 
         # --- A: the row is on rd_data ---------------------------------------------------

@@ -84,6 +84,9 @@ class AsyncScenarioPlayer:
     async def _op_disable(self, queue: int) -> None:
         await self.driver.disable_queue(queue)
 
+    async def _op_idle(self, cycles: int) -> None:
+        await self.driver.tb.cycles(cycles)
+
     async def _op_reset(self) -> None:
         await self.driver.reset()
         self.regions.clear()

@@ -95,6 +95,10 @@ class Builder:
     def advance(self, n: int) -> None:
         self.scenario.steps.append({"op": "advance", "n": n})
 
+    def idle(self, cycles: int) -> None:
+        """Let the engine run `cycles` clock cycles before the next step (simulation), about as long elsewhere."""
+        self.scenario.steps.append({"op": "idle", "cycles": cycles})
+
     def wait_idle(self) -> None:
         self.scenario.steps.append({"op": "wait_idle"})
 
@@ -127,6 +131,11 @@ class Builder:
         sb, so = self.where(d["src_region"], d["src_offset"])
         db, do = self.where(d["dst_region"], d["dst_offset"])
         self.expect.setdefault("may_run", []).append([db, do, d["length"], sb, so])
+
+    def expect_count_at_most(self, q: int, most: int) -> None:
+        """Queue q's completion word in memory holds no error and a count of at most `most` (after a hard
+        reset, whatever the engine wrote before it)."""
+        self.expect.setdefault("count_at_most", []).append(["completions", q * COMPLETION_STRIDE, most])
 
     def expect_value(self, rid: int, offset: int, value: int) -> None:
         buf, off = self.where(rid, offset)

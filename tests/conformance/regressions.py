@@ -108,6 +108,72 @@ def bus_error_stops_the_queue() -> Scenario:
     return b.build()
 
 
+def reset_with_copies_larger_than_the_buffer() -> Scenario:
+    """Issue 8, defect 3: a global reset with two descriptors larger than the engine's data buffer in
+    flight never finished at 512-bit (CONTROL.RESET stayed set). Reset is a hard stop: it must end, the
+    copies in flight may have written part of their destinations (nothing else), and the engine then
+    works as new. The reset lands at several points: before the first read, with reads outstanding, with
+    the buffer full and writes going."""
+    big = 69_632  # 68 KiB: more than the 512-bit build's 64 KiB data buffer
+    b = Builder("regress_reset_with_copies_larger_than_the_buffer")
+    b.buffer("src", 2 * big)
+    b.buffer("after", 4 * KiB, "byte", 0)
+    for k, cycles in enumerate(RESET_POINTS):
+        b.buffer(f"dst{k}", 2 * big + 4 * KiB, "byte", 0xA5)
+        b.region(0, "src", perms=Perm.READ)
+        b.region(1, f"dst{k}")
+        b.queue(0, start=10 * k)
+        copies = [desc(0, 0, 1, 0, big, cookie=1), desc(0, big, 1, big + 4 * KiB, big, cookie=2)]
+        b.write(0, 10 * k, copies)
+        b.ring(0, 10 * k + 2)
+        for d in copies:
+            b.expect_may_run(d)  # (in region coordinates, before the reset empties the table)
+        b.expect_untouched(f"dst{k}", big, big + 4 * KiB)
+        b.idle(cycles)
+        b.reset()
+    b.expect_count_at_most(0, 10 * (len(RESET_POINTS) - 1) + 2)
+    b.region(0, "src", perms=Perm.READ)
+    b.region(2, "after")
+    b.queue(1, start=3)
+    d = desc(0, 100, 2, 64, 3000, Flag.NOTIFY, cookie=3)
+    b.post(1, [d])
+    b.expect_copy(d)
+    b.expect_queue(1, completed=4)
+    return b.build()
+
+
+RESET_POINTS = (0, 40, 300, 800, 1500, 3000)  # engine cycles after the doorbell
+
+
+def last_words_of_many_queues() -> Scenario:
+    """Issue 8, defect 4, and issue 9, item 6: a queue's last completion word (after an IMM|NOTIFY and a
+    zero-length NOTIFY, or after a halt) never reached memory when another queue's word was written next:
+    the completion writer's `take` cleared the dirty bit of the queue it had served before. Every queue
+    ends here with such a tail, and one halts, all at once."""
+    b = Builder("regress_last_words_of_many_queues")
+    b.buffer("src", 4 * KiB)
+    b.region(0, "src", perms=Perm.READ)
+    for q in range(4):
+        b.buffer(f"dst{q}", 8 * KiB, "byte", 0xA5)
+        b.buffer(f"sig{q}", 64, "byte", 0)
+        b.region(1 + 2 * q, f"dst{q}")
+        b.region(2 + 2 * q, f"sig{q}")
+    for q in range(4):
+        b.queue(q, start=1000 * q)
+    for round_ in range(6):
+        for q in range(4):
+            body = [desc(0, 64 * k, 1 + 2 * q, 1024 * round_ + 64 * k, 64 + 16 * q, cookie=k) for k in range(3)]
+            tail = [imm(2 + 2 * q, 8 * (round_ % 8), VALUE + round_, Flag.NOTIFY, cookie=10),
+                    desc(0, 0, 1 + 2 * q, 0, 0, Flag.NOTIFY, cookie=11)]
+            if q == 3 and round_ == 5:
+                tail[1] = desc(0, 4 * KiB, 1 + 2 * q, 0, 8, cookie=12)  # past the source's end: halts
+            b.post(q, body + tail)
+    for q in range(3):
+        b.expect_queue(q, completed=1000 * q + 30)
+    b.expect_queue(3, completed=3000 + 29, error="OUT_OF_BOUNDS", cookie=12, index=3029)
+    return b.build()
+
+
 def regression_scenarios() -> list[Scenario]:
     return [imm_unaligned_region_base(), completion_word_unaligned_region_base(), unknown_region_before_alignment(),
-            bus_error_stops_the_queue()]
+            bus_error_stops_the_queue(), reset_with_copies_larger_than_the_buffer(), last_words_of_many_queues()]

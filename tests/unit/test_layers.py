@@ -73,3 +73,11 @@ def test_no_runtime_module_names_the_simulator_in_a_string():
     for path in runtime:
         text = path.read_text()
         assert '"sim.' not in text and "'sim." not in text, f"{path} names a sim module"
+
+
+def test_engines_are_found_from_a_checkout_that_was_not_installed():
+    from ark_runtime import engines
+
+    registered = engines._from_checkout()
+    assert list(registered) == list(engines.PREFERENCE)
+    assert all(ep.group == engines.ENTRY_POINT_GROUP and ":" in ep.value for ep in registered.values())
