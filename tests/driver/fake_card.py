@@ -37,7 +37,8 @@ class FakeCardBar(Bar):
     def read32(self, offset: int) -> int:
         self.check(offset)
         g = self.engine.geometry
-        self.errlog += self.engine.error_log()
+        # the card's log holds ERRLOG_DEPTH entries and drops new ones when full, as the engines do
+        self.errlog = (self.errlog + self.engine.error_log())[: self.engine._errlog_depth]
         if offset < REGION.base:
             name = next((r.name for r in GLOBAL.registers if r.offset == offset), None)
             values = {

@@ -39,7 +39,7 @@ def test_conformance_through_the_register_programs(scenario):
     with CardBackend(FakeCardBar(engine), engine) as backend:
         out = play(backend, scenario)
     check_expectations(scenario, out)
-    assert_same(out, reference_for(scenario, out))
+    assert_same(out, reference_for(scenario, out), scenario)
 
 
 def test_register_traffic_of_a_region_and_a_queue():

@@ -145,7 +145,7 @@ def test_error_completion_is_seen_by_the_gpu(gpu, bad, code):
         dst = guarded(dev, 64 * KiB, "host")
         rs, rd = dev.register(src, perms=Perm.READ), dev.register(dst, perms=Perm.WRITE)
         q = GpuQueue(dev, 2)
-        wrong = Descriptor(rs.id, 0, 15, 0, 1024, cookie=0xBAD) if bad == "region" else \
+        wrong = Descriptor(rs.id, 0, 12, 0, 1024, cookie=0xBAD) if bad == "region" else \
             Descriptor(rs.id, 0, rd.id, 64 * KiB - 100, 1024, cookie=0xBAD)
         descs = [Descriptor(rs.id, 0, rd.id, 0, 4 * KiB), Descriptor(rs.id, 4 * KiB, rd.id, 4 * KiB, 4 * KiB),
                  wrong, Descriptor(rs.id, 8 * KiB, rd.id, 8 * KiB, 4 * KiB)]

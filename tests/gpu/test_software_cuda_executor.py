@@ -222,7 +222,7 @@ def test_conformance_scenarios_with_several_streams_and_without_merging(cuda):
             with SoftwareEngine("cuda", sc.num_queues, sc.slots, sc.num_regions, **options) as eng:
                 out = play(eng, sc)
             check_expectations(sc, out)
-            assert_same(out, reference_for(sc, out))
+            assert_same(out, reference_for(sc, out), sc)
 
 
 def test_peer_gpu_copy(cuda):

@@ -13,9 +13,12 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+pytest.importorskip("hypothesis", reason="the test extra is not installed: pip install 'arkdma[test]' (or ./dev)")
+
+from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule  # noqa: E402
 
 from driver.abi import Flag, Perm
 from driver.descriptor import Descriptor
