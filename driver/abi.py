@@ -65,7 +65,9 @@ ERROR_DOCS = {
     ErrorCode.NONE: "no error",
     ErrorCode.INVALID_DESCRIPTOR: "a flag bit outside NOTIFY|FENCE|IMM, or reserved field not zero",
     ErrorCode.BAD_LENGTH: "IMM descriptor whose length is not 8",
-    ErrorCode.MISALIGNED: "IMM descriptor (or completion word) whose destination bus address, region base + offset, is not a multiple of 8",
+    ErrorCode.MISALIGNED: (
+        "IMM descriptor (or completion word) whose destination bus address, region base + offset, is not a multiple of 8"
+    ),
     ErrorCode.UNKNOWN_REGION: "region id beyond the table, or region not registered",
     ErrorCode.PERMISSION: "source region lacks READ or destination region lacks WRITE",
     ErrorCode.OUT_OF_BOUNDS: "offset + length beyond the region size, on either side",

@@ -20,8 +20,8 @@ def waves_requested() -> bool:
 
 def run_job(params: EngineParams, job: dict, *, waves: bool = False, console=None, keep: Path | None = None) -> dict:
     """One simulator run of `job` (see sim/session.py) on a model built with `params`. The run's folder
-    (log, results, waves) is `keep`, or a fresh one under build/sim/runs/ (the newest MAX_RUNS are kept). With `waves` (or ARKDMA_WAVES=1)
-    the run records dump.vcd there and the result names it under "vcd"."""
+    (log, results, waves) is `keep`, or a fresh one under build/sim/runs/ (the newest MAX_RUNS are kept).
+    With `waves` (or ARKDMA_WAVES=1) the run records dump.vcd there and the result names it under "vcd"."""
     waves = waves or waves_requested()
     model = build(params, waves=waves, console=console)
     runs = BUILD_ROOT / "runs"

@@ -39,7 +39,8 @@ def output_file(text: str) -> Path:
     created (the nearest existing folder above it is not a writable folder)."""
     path = Path(text)
     if not text.strip() or text.endswith(("/", os.sep)) or path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} is a directory, not a file: give a file name such as {text.rstrip('/') or 'out'}/result.json")
+        example = f"{text.rstrip('/') or 'out'}/result.json"
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory, not a file: give a file name such as {example}")
     parent = path.parent
     while not parent.exists():
         parent = parent.parent

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from pathlib import Path
 
 from ark_runtime.cli.arguments import output_file, verilog_identifier
 from driver.errors import ArkdmaError

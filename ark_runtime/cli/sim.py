@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from ark_runtime.cli.arguments import byte_sizes, clock_mhz, input_file, nanoseconds, output_file, positive_int
 from ark_runtime.cli.rtl import add_param_options, params_from

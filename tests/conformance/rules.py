@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from driver.abi import COMPLETION_COUNT_MASK, Perm
 from driver.scenario import Scenario
-from tests.conformance.builder import COMPLETION_REGION, COMPLETION_STRIDE, Builder, desc
+from tests.conformance.builder import Builder, desc
 
 KiB = 1024
 ERRLOG_DEPTH = 16  # every engine's default
@@ -124,5 +124,3 @@ def rule_scenarios() -> list[Scenario]:
     return [bad_completion_location_codes(), doorbell_error_cookie_is_zero(), count_wraps_at_2_63(),
             zero_length_copies(), error_log_keeps_the_oldest(), disable_then_reset_keeps_the_prefix()]
 
-
-__all__ = ["rule_scenarios", "COMPLETION_REGION", "COMPLETION_STRIDE"]
