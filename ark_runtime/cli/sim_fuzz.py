@@ -31,6 +31,8 @@ def register(ssub) -> None:
                    help="keep away from the triggers of issue 8's known RTL defects (unaligned bases, bus errors, "
                         "reset in flight)")
     f.add_argument("--seed", type=int, default=None, help="seed of the campaign's round seeds (default: random)")
+    f.add_argument("--max-descriptors", type=positive_int, default=32,
+                   help="most descriptors per queue in one case (default 32; the window holds 16)")
     f.add_argument("--batch", type=positive_int, default=40, help="rtl: cases per simulator run (default 40)")
     f.set_defaults(func=run_fuzz)
 
@@ -62,10 +64,10 @@ def run_fuzz(args: argparse.Namespace) -> int:
 
         build(EngineParams(data_width=args.data_width, **GEOMETRY), console=console)
         campaign = Campaign(args.engine, None, args.out, bus_errors, args.avoid_known_defects, batch=args.batch,
-                            run_batch=lambda cs: run_cases_rtl(cs, data_width=args.data_width))
+                            max_descriptors=args.max_descriptors, run_batch=lambda cs: run_cases_rtl(cs, data_width=args.data_width))
     else:
         campaign = Campaign(args.engine, lambda case: prov.run_scenarios([case.scenario])["generated"], args.out,
-                            bus_errors, args.avoid_known_defects)
+                            bus_errors, args.avoid_known_defects, max_descriptors=args.max_descriptors)
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), TimeElapsedColumn(), TextColumn("{task.fields[line]}"))
     with Progress(*columns, console=console) as progress:
         task = progress.add_task(f"fuzz {args.engine}", total=args.seconds, line="")

@@ -61,11 +61,12 @@ class _Falsified(AssertionError):
 class Campaign:
     def __init__(self, engine: str, run_case: Callable[[Case], Outcome] | None, out_dir: Path,
                  bus_errors: bool = True, safe: bool = False, max_findings: int = 20,
-                 run_batch: Callable[[list[Case]], list] | None = None, batch: int = 40):
+                 run_batch: Callable[[list[Case]], list] | None = None, batch: int = 40, max_descriptors: int = 32):
         self.tally = Tally(engine)
         self.run_case, self.run_batch, self.batch = run_case, run_batch, batch
         self.out_dir, self.bus_errors, self.safe, self.max_findings = out_dir, bus_errors, safe, max_findings
         self._seen: set[str] = set()
+        self._cases = cases(max_descriptors=max_descriptors, bus_errors=bus_errors, safe=safe)
 
     def record(self, problems: list[str], case: Case, shrunk: bool) -> None:
         key = signature(problems)
@@ -83,7 +84,7 @@ class Campaign:
 
         @seed(round_seed)
         @settings(settings.get_profile(profiles.CAMPAIGN))
-        @given(cases(bus_errors=self.bus_errors, safe=self.safe))
+        @given(self._cases)
         def prop(case: Case) -> None:
             self.tally.count(case)
             problems = judge(case, self.run_case(case))
@@ -101,7 +102,7 @@ class Campaign:
 
         @seed(round_seed)
         @settings(profiles.collect_settings(profiles.CAMPAIGN, self.batch))
-        @given(cases(bus_errors=self.bus_errors, safe=self.safe))
+        @given(self._cases)
         def collect(case: Case) -> None:
             drawn.append(case)
 

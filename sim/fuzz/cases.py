@@ -155,6 +155,44 @@ def _error_desc(kind: str, flags: int, i: int, rs: int, rd: int, rsig: int, dst_
     return _desc(HOLE_REGION, 0, rd, do, 300, flags, cookie=i)  # BUS_ERROR_READ
 
 
+def plan(items: list[tuple], *, src_skew: int = 0, dst_skew: int = 0, sig_skew: int = 0, exact: bool = False,
+         start: int = 0, src_offsets: list[int] | None = None, gaps: list[int] | None = None) -> dict:
+    """A queue's plan written by hand (named regression scenarios): items as _item draws them."""
+    return {"items": list(items), "src_skew": src_skew, "dst_skew": dst_skew, "sig_skew": sig_skew, "exact": exact,
+            "start": start, "src_offsets": src_offsets or [0] * len(items), "gaps": gaps or [0] * len(items)}
+
+
+def build_case(plans: dict[int, dict], *, order: list[int] | None = None, control: dict | None = None,
+               timing: dict | None = None, pause: dict | None = None, bus_errors: bool = True,
+               name: str = "generated") -> Case:
+    """The Case for per-queue plans: buffers, regions, queue set-up, posts in `order`, the control event
+    ({"kind": "disable", "queue": q, "after": n} or {"kind": "reset", "after": n}) and a final wait."""
+    control = control or {"kind": "none"}
+    buffers = [BufferSpec("completions", GEOMETRY["num_queues"] * COMPLETION_STRIDE, "byte", 0)]
+    steps: list[dict] = [{"op": "region", "id": COMPLETION_REGION, "buffer": "completions", "offset": 0,
+                          "size": GEOMETRY["num_queues"] * COMPLETION_STRIDE, "perms": int(Perm.WRITE)}]
+    if bus_errors:
+        steps.append({"op": "region_hole", "id": HOLE_REGION, "size": 1 << 16, "perms": int(Perm.READ | Perm.WRITE)})
+    queues = {}
+    for q, p in plans.items():
+        bufs, regions, descs = _layout(q, p)
+        buffers += bufs
+        steps += regions
+        queues[q] = {"start": p["start"], "descriptors": descs}
+    for q in plans:
+        steps.append({"op": "configure", "queue": q, "region": COMPLETION_REGION, "offset": q * COMPLETION_STRIDE,
+                      "start": queues[q]["start"]})
+        steps.append({"op": "enable", "queue": q})
+    for q in order or list(plans):
+        steps.append({"op": "post", "queue": q, "descriptors": queues[q]["descriptors"]})
+    if control["kind"] != "none":
+        steps.append({"op": "advance", "n": control["after"]})
+        steps.append({"op": "disable", "queue": control["queue"]} if control["kind"] == "disable" else {"op": "reset"})
+    steps.append({"op": "wait_idle"})
+    timing = timing or {"read_latency_ns": 1770.0, "write_latency_ns": 1770.0}
+    return Case(Scenario(name, buffers, steps, **GEOMETRY), control, queues, timing, pause)
+
+
 @st.composite
 def cases(draw, max_queues: int = 3, max_descriptors: int = 12, safe: bool = False, bus_errors: bool = True) -> Case:
     """A generated Case. `safe` keeps away from the known RTL defect triggers (issue 8 defects 1-5):
@@ -163,40 +201,15 @@ def cases(draw, max_queues: int = 3, max_descriptors: int = 12, safe: bool = Fal
     bus_errors = bus_errors and not safe
     nq = draw(st.integers(1, max_queues))
     plans = {q: draw(_queue_plan(q, max_descriptors, safe, bus_errors)) for q in range(nq)}
-    buffers = [BufferSpec("completions", GEOMETRY["num_queues"] * COMPLETION_STRIDE, "byte", 0)]
-    steps: list[dict] = [{"op": "region", "id": COMPLETION_REGION, "buffer": "completions", "offset": 0,
-                          "size": GEOMETRY["num_queues"] * COMPLETION_STRIDE, "perms": int(Perm.WRITE)}]
-    if bus_errors:
-        steps.append({"op": "region_hole", "id": HOLE_REGION, "size": 1 << 16, "perms": int(Perm.READ | Perm.WRITE)})
-    queues = {}
-    for q, plan in plans.items():
-        bufs, regions, descs = _layout(q, plan)
-        buffers += bufs
-        steps += regions
-        queues[q] = {"start": plan["start"], "descriptors": descs}
-    for q in plans:
-        steps.append({"op": "configure", "queue": q, "region": COMPLETION_REGION, "offset": q * COMPLETION_STRIDE,
-                      "start": queues[q]["start"]})
-        steps.append({"op": "enable", "queue": q})
-    for q in draw(st.permutations(list(plans))):
-        steps.append({"op": "post", "queue": q, "descriptors": queues[q]["descriptors"]})
-    controls = ["none", "disable"] + ([] if safe else ["reset"])
-    kind = draw(st.sampled_from(controls))
+    order = draw(st.permutations(list(plans)))
+    kind = draw(st.sampled_from(["none", "disable"] + ([] if safe else ["reset"])))
     control: dict = {"kind": kind}
     if kind != "none":
         control["after"] = draw(st.integers(0, 8))
-        steps.append({"op": "advance", "n": control["after"]})
         if kind == "disable":
             control["queue"] = draw(st.sampled_from(sorted(plans)))
-            steps.append({"op": "disable", "queue": control["queue"]})
-        else:
-            steps.append({"op": "reset"})
-    steps.append({"op": "wait_idle"})
     timing = {"read_latency_ns": draw(st.sampled_from(READ_LATENCIES_NS)),
               "write_latency_ns": draw(st.sampled_from(WRITE_LATENCIES_NS))}
     pause = draw(st.one_of(st.none(), st.builds(lambda p, s: {"kind": "random", "probability": p, "seed": s},
                                                 st.sampled_from([0.1, 0.3, 0.6]), st.integers(0, 1 << 16))))
-    scenario = Scenario("generated", buffers, steps, **GEOMETRY)
-    return Case(scenario, control, queues, timing, pause)
-
-
+    return build_case(plans, order=list(order), control=control, timing=timing, pause=pause, bus_errors=bus_errors)
