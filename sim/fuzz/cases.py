@@ -89,6 +89,7 @@ def _queue_plan(draw, q: int, max_descriptors: int, safe: bool, bus_errors: bool
         "src_skew": draw(st.integers(0, 15)),
         "dst_skew": draw(skew),
         "sig_skew": draw(skew),
+        "sig_base": 8 * draw(st.integers(0, 7)),  # first IMM's offset: with the skew, IMMs straddle bus words
         "src_offsets": draw(st.lists(st.integers(0, SRC_SIZE), min_size=len(items), max_size=len(items))),
         "gaps": draw(st.lists(st.integers(0, 70), min_size=len(items), max_size=len(items))),
         "exact": draw(st.booleans()),  # region sizes end exactly at the last byte written
@@ -100,7 +101,7 @@ def _queue_plan(draw, q: int, max_descriptors: int, safe: bool, bus_errors: bool
 def _layout(q: int, plan: dict) -> tuple[list[BufferSpec], list[dict], dict]:
     """Buffers, region steps and descriptors for queue q's plan."""
     rs, rd, rsig = 3 * q, 3 * q + 1, 3 * q + 2
-    descs, dst_end, sig_end = [], 0, 0
+    descs, dst_end, sig_end = [], 0, plan.get("sig_base", 0)
     for i, (kind, value, flags) in enumerate(plan["items"]):
         gap = plan["gaps"][i]
         if kind == "copy":
@@ -155,10 +156,12 @@ def _error_desc(kind: str, flags: int, i: int, rs: int, rd: int, rsig: int, dst_
     return _desc(HOLE_REGION, 0, rd, do, 300, flags, cookie=i)  # BUS_ERROR_READ
 
 
-def plan(items: list[tuple], *, src_skew: int = 0, dst_skew: int = 0, sig_skew: int = 0, exact: bool = False,
+def plan(items: list[tuple], *, src_skew: int = 0, dst_skew: int = 0, sig_skew: int = 0, sig_base: int = 0,
+         exact: bool = False,
          start: int = 0, src_offsets: list[int] | None = None, gaps: list[int] | None = None) -> dict:
     """A queue's plan written by hand (named regression scenarios): items as _item draws them."""
-    return {"items": list(items), "src_skew": src_skew, "dst_skew": dst_skew, "sig_skew": sig_skew, "exact": exact,
+    return {"items": list(items), "src_skew": src_skew, "dst_skew": dst_skew, "sig_skew": sig_skew,
+            "sig_base": sig_base, "exact": exact,
             "start": start, "src_offsets": src_offsets or [0] * len(items), "gaps": gaps or [0] * len(items)}
 
 
