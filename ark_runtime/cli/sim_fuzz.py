@@ -33,6 +33,8 @@ def register(ssub) -> None:
     f.add_argument("--seed", type=int, default=None, help="seed of the campaign's round seeds (default: random)")
     f.add_argument("--max-descriptors", type=positive_int, default=32,
                    help="most descriptors per queue in one case (default 32; the window holds 16)")
+    f.add_argument("--no-shrink", action="store_true",
+                   help="rtl: write failures as drawn (shrinking replays reductions, minutes per failure)")
     f.add_argument("--batch", type=positive_int, default=40, help="rtl: cases per simulator run (default 40)")
     f.set_defaults(func=run_fuzz)
 
@@ -64,7 +66,8 @@ def run_fuzz(args: argparse.Namespace) -> int:
 
         build(EngineParams(data_width=args.data_width, **GEOMETRY), console=console)
         campaign = Campaign(args.engine, None, args.out, bus_errors, args.avoid_known_defects, batch=args.batch,
-                            max_descriptors=args.max_descriptors, run_batch=lambda cs: run_cases_rtl(cs, data_width=args.data_width))
+                            max_descriptors=args.max_descriptors, shrink_batched=not args.no_shrink,
+                            run_batch=lambda cs: run_cases_rtl(cs, data_width=args.data_width))
     else:
         campaign = Campaign(args.engine, lambda case: prov.run_scenarios([case.scenario])["generated"], args.out,
                             bus_errors, args.avoid_known_defects, max_descriptors=args.max_descriptors)

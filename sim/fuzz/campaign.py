@@ -3,13 +3,12 @@ profile, one after another until the time is spent, every case judged by sim.fuz
 shrunk by Hypothesis to a minimal case (in-process engines) and written as a JSON reproducer.
 
 The RTL engine plays each round's cases in one simulator run (a run per case would cost seconds of start-up
-each); its failures are written as drawn, not shrunk."""
+each); a new kind of failure there is shrunk by sim/fuzz/shrink.py, which plays reductions in batches."""
 
 from __future__ import annotations
 
 import json
 import random
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,7 +19,8 @@ from hypothesis import given, seed, settings
 from driver.scenario import Outcome
 from sim.fuzz import profiles
 from sim.fuzz.cases import Case, cases
-from sim.fuzz.oracle import judge
+from sim.fuzz.oracle import judge, signature
+from sim.fuzz.shrink import shrink
 
 
 @dataclass
@@ -49,11 +49,6 @@ class Tally:
         self.controls[case.control["kind"]] += 1
 
 
-def signature(problems: list[str]) -> str:
-    """What a failure looks like with its numbers taken out: one finding per kind of failure."""
-    return re.sub(r"0x[0-9a-f]+|\d+", "N", problems[0]) if problems else ""
-
-
 class _Falsified(AssertionError):
     pass
 
@@ -61,8 +56,10 @@ class _Falsified(AssertionError):
 class Campaign:
     def __init__(self, engine: str, run_case: Callable[[Case], Outcome] | None, out_dir: Path,
                  bus_errors: bool = True, safe: bool = False, max_findings: int = 20,
-                 run_batch: Callable[[list[Case]], list] | None = None, batch: int = 40, max_descriptors: int = 32):
+                 run_batch: Callable[[list[Case]], list] | None = None, batch: int = 40, max_descriptors: int = 32,
+                 shrink_batched: bool = True):
         self.tally = Tally(engine)
+        self.shrink_batched = shrink_batched
         self.run_case, self.run_batch, self.batch = run_case, run_batch, batch
         self.out_dir, self.bus_errors, self.safe, self.max_findings = out_dir, bus_errors, safe, max_findings
         self._seen: set[str] = set()
@@ -112,8 +109,10 @@ class Campaign:
                 continue
             self.tally.count(case)
             problems = judge(case, out) if isinstance(out, Outcome) else [str(out)]
-            if problems:
-                self.record(problems, case, shrunk=False)
+            if problems and signature(problems) not in self._seen:
+                if self.shrink_batched:
+                    case, problems = shrink(case, problems, self.run_batch)
+                self.record(problems, case, shrunk=self.shrink_batched)
 
     def run(self, seconds: float, on_progress: Callable[[Tally], None] | None = None,
             rng: random.Random | None = None) -> Tally:

@@ -4,6 +4,8 @@ word in memory equals the engine's own at the end). Returns the problems found, 
 
 from __future__ import annotations
 
+import re
+
 from driver.abi import COMPLETION_COUNT_MASK, COMPLETION_ERROR_BIT
 from driver.reference_engine import ReferenceEngine
 from driver.scenario import Outcome, Scenario, play
@@ -26,6 +28,11 @@ def reference(case: Case, keep: dict[int, int] | None = None) -> Outcome:
     sc = Scenario(**{**case.scenario.__dict__, "steps": steps})
     with ReferenceEngine(sc.num_queues, sc.slots, sc.num_regions) as engine:
         return play(engine, sc)
+
+
+def signature(problems: list[str]) -> str:
+    """What a failure looks like with its numbers taken out: one finding per kind of failure."""
+    return re.sub(r"0x[0-9a-f]+|\d+", "N", problems[0]) if problems else ""
 
 
 def memory_word(out: Outcome, q: int) -> int:

@@ -1,6 +1,6 @@
 """Shrinks a failing case for engines that play cases in batches (the RTL under a simulator), where
 Hypothesis's own shrinking would cost a simulator start per step: every one-step reduction of the case
-(drop a queue, drop a descriptor, drop the pauses, the control event, shorten latencies) is played in one
+(drop a queue, drop a run of descriptors, drop the pauses, the control event, shorten latencies) is played in one
 batch, the first that still fails the same way is kept, and that repeats until none does."""
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ import copy
 from collections.abc import Callable
 
 from driver.scenario import Outcome
-from sim.fuzz.campaign import signature
 from sim.fuzz.cases import Case
-from sim.fuzz.oracle import judge
+from sim.fuzz.oracle import judge, signature
 
 
 def _rebuild(case: Case, steps: list[dict], queues: dict, **changes) -> Case:
@@ -31,9 +30,9 @@ def drop_queue(case: Case, q: int) -> Case | None:
     return _rebuild(case, steps, {p: v for p, v in case.queues.items() if p != q})
 
 
-def drop_descriptor(case: Case, q: int, i: int) -> Case:
+def drop_descriptors(case: Case, q: int, lo: int, hi: int) -> Case:
     queues = copy.deepcopy(case.queues)
-    del queues[q]["descriptors"][i]
+    del queues[q]["descriptors"][lo:hi]
     steps = [dict(s, descriptors=queues[q]["descriptors"]) if s["op"] == "post" and s["queue"] == q else s
              for s in case.scenario.steps]
     return _rebuild(case, steps, queues)
@@ -51,8 +50,11 @@ def reductions(case: Case) -> list[Case]:
     out.append(without_control(case))
     if case.pause is not None:
         out.append(_rebuild(case, case.scenario.steps, case.queues, pause=None))
-    for q, spec in case.queues.items():
-        out += [drop_descriptor(case, q, i) for i in range(len(spec["descriptors"]))]
+    for q, spec in case.queues.items():  # chunks first (halves, quarters, ...), then single descriptors
+        n, size = len(spec["descriptors"]), len(spec["descriptors"]) // 2
+        while size >= 1:
+            out += [drop_descriptors(case, q, lo, lo + size) for lo in range(0, n, size)]
+            size //= 2
     return [c for c in out if c is not None]
 
 
@@ -62,21 +64,26 @@ def problems_of(case: Case, out) -> list[str]:
     return judge(case, out) if isinstance(out, Outcome) else [str(out)]
 
 
-def shrink(case: Case, problems: list[str], run_batch: Callable[[list[Case]], list], max_rounds: int = 30,
-           on_round: Callable[[Case], None] | None = None) -> tuple[Case, list[str]]:
+def _first_failing(candidates: list[Case], kinds: set[str], run_batch, group: int):
+    """The first candidate that fails one of `kinds`' ways, playing `group` candidates per batch."""
+    for k in range(0, len(candidates), group):
+        chunk = candidates[k : k + group]
+        for cand, out in zip(chunk, run_batch(chunk)):
+            got = problems_of(cand, out)
+            if any(signature([p]) in kinds for p in got):
+                return cand, got
+    return None
+
+
+def shrink(case: Case, problems: list[str], run_batch: Callable[[list[Case]], list], max_rounds: int = 60,
+           group: int = 8, on_round: Callable[[Case], None] | None = None) -> tuple[Case, list[str]]:
     """The smallest case found that still fails with one of `problems`' kinds, and its problems."""
     kinds = {signature([p]) for p in problems}
     for _ in range(max_rounds):
-        candidates = reductions(case)
-        if not candidates:
+        found = _first_failing(reductions(case), kinds, run_batch, group)
+        if found is None:
             break
-        for cand, out in zip(candidates, run_batch(candidates)):
-            got = problems_of(cand, out)
-            if any(signature([p]) in kinds for p in got):
-                case, problems = cand, got
-                break
-        else:
-            break
+        case, problems = found
         if on_round:
             on_round(case)
     return case, problems

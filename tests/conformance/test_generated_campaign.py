@@ -39,3 +39,21 @@ def test_campaign_shrinks_a_planted_bug_to_one_descriptor(tmp_path):
     assert case.descriptors == 1 and len(case.queues) == 1
     assert [d["length"] for q in case.queues.values() for d in q["descriptors"]] == [4096]
     assert judge(case, broken_engine(case)) and judge(case, reference(case)) == []
+
+
+def test_batched_campaign_shrinks_by_reductions(tmp_path):
+    """The RTL's path (cases played in batches, sim/fuzz/shrink.py) on the planted bug, without a simulator."""
+    batches = []
+
+    def run_batch(cases):
+        batches.append(len(cases))
+        return [broken_engine(c) for c in cases]
+
+    campaign = Campaign("broken-batched", None, tmp_path, run_batch=run_batch, batch=30, max_descriptors=8)
+    tally = campaign.run(1, rng=random.Random(7))
+    assert tally.findings, f"the planted bug went unnoticed in {tally.cases} cases"
+    case, _ = load_reproducer(tally.findings[0].file)
+    lengths = [d["length"] for q in case.queues.values() for d in q["descriptors"]]
+    assert len(case.queues) == 1 and len(lengths) == 1 and lengths[0] >= 4096
+    assert case.control == {"kind": "none"} and case.pause is None
+    assert len(batches) > 1  # the reductions were played as batches after the round's
