@@ -24,6 +24,10 @@ IN_PROCESS = [pytest.param("reference", id="reference"), pytest.param("software-
 # Until the engine-correctness fixes of issue 8 are merged, the RTL's fixed set keeps away from the known
 # defect triggers (tests/conformance/regressions.py holds each one as an xfail); set False at that merge.
 RTL_AVOIDS_KNOWN_DEFECTS = True
+# Even so, the fixed set meets a defect the issue did not list: a queue halts (MISALIGNED) and its halt word
+# never reaches memory (regression halt_word_lost_after_bus_error shows it with a bus error beside it).
+RTL_NEW_DEFECT = ("a halted queue's completion word never reaches memory (found by this suite, not among issue 8's "
+                  "listed defects; see regression halt_word_lost_after_bus_error)")
 
 
 def _provider(name: str):
@@ -73,6 +77,7 @@ def test_fixed_set_is_fixed_and_covers_the_mix() -> None:
 
 
 @pytest.mark.sim
+@pytest.mark.xfail(strict=True, reason=RTL_NEW_DEFECT)
 @pytest.mark.parametrize("data_width", [512])
 def test_generated_fixed_set_rtl(data_width: int) -> None:
     _provider("rtl")
@@ -85,6 +90,20 @@ def test_generated_fixed_set_rtl(data_width: int) -> None:
         if problems:
             failures.append(f"case {i} ({case.descriptors} descriptors, {case.control}): " + "; ".join(problems))
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.slow
+@pytest.mark.sim
+@pytest.mark.xfail(strict=False, reason=RTL_NEW_DEFECT)
+def test_generated_campaign_rtl(tmp_path) -> None:
+    """Ten minutes of fresh generated cases on the 512-bit RTL, 40 to a simulator run, failures shrunk."""
+    _provider("rtl")
+    from sim.fuzz.rtl_runner import run_cases_rtl
+
+    campaign = Campaign("rtl", None, tmp_path, safe=RTL_AVOIDS_KNOWN_DEFECTS, run_batch=run_cases_rtl)
+    tally = campaign.run(600)
+    assert tally.cases > 0
+    assert not tally.findings, "\n".join(f"{f.problems[0]} (reproducer {f.file})" for f in tally.findings)
 
 
 @pytest.mark.slow
