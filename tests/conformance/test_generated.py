@@ -25,9 +25,9 @@ IN_PROCESS = [pytest.param("reference", id="reference"), pytest.param("software-
 # defect triggers (tests/conformance/regressions.py holds each one as an xfail); set False at that merge.
 RTL_AVOIDS_KNOWN_DEFECTS = True
 # Even so, the fixed set meets a defect the issue did not list: a queue halts (MISALIGNED) and its halt word
-# never reaches memory (regression halt_word_lost_after_bus_error shows it with a bus error beside it).
+# never reaches memory (regression halt_word_lost_two_queues is its minimal case).
 RTL_NEW_DEFECT = ("a halted queue's completion word never reaches memory (found by this suite, not among issue 8's "
-                  "listed defects; see regression halt_word_lost_after_bus_error)")
+                  "listed defects; see regression halt_word_lost_two_queues)")
 
 
 def _provider(name: str):
