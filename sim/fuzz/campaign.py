@@ -59,14 +59,14 @@ class Campaign:
                  run_batch: Callable[[list[Case]], list] | None = None, batch: int = 40, max_descriptors: int = 32,
                  shrink_batched: bool = True):
         self.tally = Tally(engine)
-        self.shrink_batched = shrink_batched
-        self.run_case, self.run_batch, self.batch = run_case, run_batch, batch
-        self.out_dir, self.bus_errors, self.safe, self.max_findings = out_dir, bus_errors, safe, max_findings
+        self.run_case, self.run_batch, self.batch, self.shrink_batched = run_case, run_batch, batch, shrink_batched
+        self.out_dir, self.max_findings = out_dir, max_findings
         self._seen: set[str] = set()
         self._cases = cases(max_descriptors=max_descriptors, bus_errors=bus_errors, safe=safe)
 
-    def record(self, problems: list[str], case: Case, shrunk: bool) -> None:
-        key = signature(problems)
+    def record(self, problems: list[str], case: Case, shrunk: bool, key: str | None = None) -> None:
+        """Write a reproducer for the first failure of each kind (`key`: the kind as first seen)."""
+        key = key or signature(problems)
         if key in self._seen or len(self.tally.findings) >= self.max_findings:
             return
         self._seen.add(key)
@@ -109,10 +109,11 @@ class Campaign:
                 continue
             self.tally.count(case)
             problems = judge(case, out) if isinstance(out, Outcome) else [str(out)]
-            if problems and signature(problems) not in self._seen:
+            key = signature(problems)
+            if problems and key not in self._seen:
                 if self.shrink_batched:
                     case, problems = shrink(case, problems, self.run_batch)
-                self.record(problems, case, shrunk=self.shrink_batched)
+                self.record(problems, case, shrunk=self.shrink_batched, key=key)
 
     def run(self, seconds: float, on_progress: Callable[[Tally], None] | None = None,
             rng: random.Random | None = None) -> Tally:
