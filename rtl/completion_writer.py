@@ -39,6 +39,7 @@ class CompletionWriter(wiring.Component):
             "fail_valid": Out(1), "fail_queue": Out(p.queue_bits), "fail_code": Out(CODE_BITS), "fail_ready": In(1),
             "issue_valid": Out(1), "issue_queue": Out(p.queue_bits),
             "ack_valid": Out(1), "ack_queue": Out(p.queue_bits),
+            "hold_valid": Out(1), "hold_queue": Out(p.queue_bits),  # a word taken, its write not yet issued
             "bus": Out(write_source_signature(p.data_width)),
             "idle": Out(1),
         })
@@ -115,5 +116,8 @@ class CompletionWriter(wiring.Component):
             bus.b_ready.eq(1),
             self.ack_valid.eq(bus.b_valid), self.ack_queue.eq(acks.r_data), acks.r_en.eq(bus.b_valid),
         ]
+        # Between `take` (dirty cleared) and `issue` (counted outstanding) the queue's word is held here: the
+        # queue stays busy meanwhile, or STATUS.BUSY falls while memory still has the old word.
+        m.d.comb += [self.hold_valid.eq(~fsm.ongoing("IDLE")), self.hold_queue.eq(q)]
         m.d.comb += self.idle.eq(fsm.ongoing("IDLE") & ~rr.valid & ~acks.r_rdy)
         return m

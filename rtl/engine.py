@@ -193,6 +193,7 @@ class Engine(wiring.Component):
             queues.cw_fail_code.eq(cw.fail_code), cw.fail_ready.eq(queues.cw_fail_ready),
             queues.cw_issue_valid.eq(cw.issue_valid), queues.cw_issue_queue.eq(cw.issue_queue),
             queues.cw_ack_valid.eq(cw.ack_valid), queues.cw_ack_queue.eq(cw.ack_queue),
+            queues.cw_hold_valid.eq(cw.hold_valid), queues.cw_hold_queue.eq(cw.hold_queue),
         ]
 
         drained = Signal()

@@ -57,6 +57,7 @@ class Queues(wiring.Component):
             "cw_fail_ready": Out(1),
             "cw_issue_valid": In(1), "cw_issue_queue": In(p.queue_bits),
             "cw_ack_valid": In(1), "cw_ack_queue": In(p.queue_bits),
+            "cw_hold_valid": In(1), "cw_hold_queue": In(p.queue_bits),
             # error log
             "log_valid": Out(1), "log": Out(errlog_layout()),
             # state, one entry per queue
@@ -94,7 +95,8 @@ class Queues(wiring.Component):
             inflight = Signal(cb, name=f"q{i}_inflight")
             m.d.comb += inflight.eq(q.issued - q.retired)
             idle_pipe = Signal(name=f"q{i}_idle_pipe")
-            m.d.comb += idle_pipe.eq((inflight == 0) & ~q.disabling & (q.cw_out == 0))
+            held = self.cw_hold_valid & (self.cw_hold_queue == i)  # its word between take and issue
+            m.d.comb += idle_pipe.eq((inflight == 0) & ~q.disabling & (q.cw_out == 0) & ~held)
 
             # host register writes
             with m.If(w):

@@ -51,6 +51,30 @@ def output_file(text: str) -> Path:
     return path
 
 
+def output_dir(text: str) -> Path:
+    """A folder the command will write files into (made when needed): refused now when it is a file or
+    cannot be made."""
+    path = Path(text)
+    if not text.strip():
+        raise argparse.ArgumentTypeError("want a folder name, like findings/")
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write into {text!r}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"cannot write into {text!r}: no permission to write in {parent}")
+    return path
+
+
+def engine_name(text: str) -> str:
+    from ark_runtime import engines
+
+    if text not in engines.known():
+        raise argparse.ArgumentTypeError(f"unknown engine {text!r}; known engines: {', '.join(engines.known())}")
+    return text
+
+
 def input_file(text: str) -> Path:
     path = Path(text)
     if not path.is_file():

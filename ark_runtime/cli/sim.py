@@ -1,19 +1,21 @@
-"""`arkdma sim`: the hardware engine in simulation (Verilator + cocotb): `sim bench`, `sim waves`."""
+"""`arkdma sim`: the hardware engine in simulation (Verilator + cocotb): `sim bench`, `sim waves`, `sim fuzz`."""
 
 from __future__ import annotations
 
 import argparse
 
+from ark_runtime.cli import sim_fuzz
 from ark_runtime.cli.arguments import byte_sizes, clock_mhz, input_file, nanoseconds, output_file, positive_int
 from ark_runtime.cli.rtl import add_param_options, params_from
 from driver.errors import ArkdmaError
 
 
 def register(sub) -> None:
-    p = sub.add_parser("sim", help="the hardware engine in simulation (Verilator + cocotb): benchmark, waveforms")
+    p = sub.add_parser("sim", help="the hardware engine in simulation (Verilator + cocotb): benchmark, waveforms, generated scenarios")
     ssub = p.add_subparsers(dest="sim_command", required=True, metavar="ACTION")
     _register_bench(ssub)
     _register_waves(ssub)
+    sim_fuzz.register(ssub)
 
 
 def _register_bench(ssub) -> None:

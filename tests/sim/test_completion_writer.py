@@ -78,3 +78,53 @@ def test_every_due_word_reaches_memory(seed):
     sim.add_clock(4e-9)
     sim.add_testbench(bench)
     sim.run()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_taken_word_is_held_until_its_write_is_issued(seed):
+    """From `take` (the queue's dirty bit clears) until `issue` (the write counts as outstanding) the writer
+    says it holds that queue's word, under random backpressure on the address channel; the queue stays busy
+    meanwhile. Regression: STATUS.BUSY fell in that gap, so an enable returned while memory still held the
+    old (halted) word and the host, reading it, stopped posting: error-log entries went missing."""
+    dut = CompletionWriter(P)
+    rng = random.Random(seed)
+    nq = P.num_queues
+    holding: dict[int, bool] = {}
+
+    async def bench(ctx):
+        ctx.set(dut.region.entry.perms, int(Perm.WRITE))
+        ctx.set(dut.region.entry.addr, BASE)
+        ctx.set(dut.region.entry.size, 64 * nq)
+        ctx.set(dut.bus.w_ready, 1)
+        ctx.set(dut.bus.b_valid, 0)
+        for q in range(nq):
+            ctx.set(dut.compl_region[q], 1)
+            ctx.set(dut.compl_offset[q], 64 * q)
+        dirty = 0
+        takes = issues = 0
+        for cycle in range(1500):
+            if rng.random() < 0.1:
+                dirty |= 1 << rng.randrange(nq)
+            ctx.set(dut.dirty, dirty)
+            ctx.set(dut.bus.aw_ready, int(rng.random() < 0.3))
+            ctx.set(dut.bus.b_valid, int(issues > 0 and rng.random() < 0.5))
+            take, taken = ctx.get(dut.take_valid), ctx.get(dut.take_queue)
+            issue, issued = ctx.get(dut.issue_valid), ctx.get(dut.issue_queue)
+            hold, held = ctx.get(dut.hold_valid), ctx.get(dut.hold_queue)
+            for q, waiting in holding.items():
+                if waiting:
+                    assert hold and held == q, f"cycle {cycle}: queue {q}'s word taken, not issued, not held"
+            if issue:
+                holding[issued] = False
+                issues += 1
+            await ctx.tick()
+            if take:
+                dirty &= ~(1 << taken)
+                holding[taken] = True
+                takes += 1
+        assert takes > 20 and issues > 20
+
+    sim = Simulator(dut)
+    sim.add_clock(4e-9)
+    sim.add_testbench(bench)
+    sim.run()

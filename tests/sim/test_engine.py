@@ -132,28 +132,13 @@ def test_reset_with_descriptors_in_flight(results, job):
     assert_same(out, reference(AFTER_RESET))
 
 
-# Open defect, found by the rule scenarios under random pauses: two of twenty error-log entries (each a
-# queue halting after a disable and enable) are missing, while later ones are kept; deterministic with
-# this seed. Played on its own below, where the strict mark fails as soon as it is fixed.
-OPEN_UNDER_RANDOM_PAUSE = {"rule_error_log_overflow"}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("pause", [RANDOM_PAUSE, PERIODIC_IDLE], ids=["random_pause", "periodic_idle"])
 def test_every_scenario_under_pauses(pause):
-    names = [n for n in SCENARIOS if n != "size_1048576"
-             and not (pause is RANDOM_PAUSE and n in OPEN_UNDER_RANDOM_PAUSE)]
+    names = [n for n in SCENARIOS if n != "size_1048576"]
     raw = run_batch({"all": {"kind": "scenarios", "pause": pause, "scenarios": [SCENARIOS[n].to_json() for n in names]}})
     for name in names:
         _check_scenario(name, raw["all"]["outcomes"][name])
-
-
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="open: error-log entries lost under random AXI pauses (issue 8 notes)")
-@pytest.mark.parametrize("name", sorted(OPEN_UNDER_RANDOM_PAUSE))
-def test_open_defects_under_random_pause(name):
-    raw = run_batch({"one": {"kind": "scenarios", "pause": RANDOM_PAUSE, "scenarios": [SCENARIOS[name].to_json()]}})
-    _check_scenario(name, raw["one"]["outcomes"][name])
 
 
 @pytest.mark.slow
