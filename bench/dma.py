@@ -27,7 +27,7 @@ from bench import native_paths
 from driver.abi import Perm
 from driver.errors import ArkdmaError
 from driver.gpu.launch import finish, launch
-from driver.gpu.layout import DeviceCode
+from driver.abi import DeviceCode
 
 KiB, MiB = 1024, 1 << 20
 KERNELS = (Path(__file__).parent / "kernels" / "dma_bench.cu").read_text()

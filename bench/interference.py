@@ -28,7 +28,7 @@ from bench import native_paths
 from bench.dma import KERNELS, SLOTS
 from driver.abi import Perm
 from driver.errors import EngineTimeout
-from driver.gpu.layout import DeviceCode
+from driver.abi import DeviceCode
 
 KiB, MiB = 1024, 1 << 20
 SPAN = 256 * MiB  # transfers rotate over this many bytes

@@ -99,6 +99,7 @@ class Field:
     offset: int  # bytes from the start of the record
     bits: int  # 8, 16, 32 or 64; little-endian unsigned
     doc: str
+    ctype: str = ""  # the C type where it is not the unsigned integer of `bits` (a pointer)
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,98 @@ DESCRIPTOR = Record(
     "One copy request. Slot i of a queue's submission window holds the descriptor with "
     "producer index i (modulo SLOTS).",
 )
+
+
+# ---------------------------------------------------------------------------------------
+# The GPU device API (device.cuh): the queue handle a kernel gets by value, the producer state it keeps in
+# GPU memory, the status record it reports failures in (mapped host memory), and the codes its calls return.
+
+
+class DeviceCode(IntEnum):
+    """What a device-API call returns (ARKDMA_DEV_*), and the status record's `code`."""
+
+    OK = 0
+    PENDING = 1
+    TIMEOUT = 2
+    QUEUE_ERROR = 3
+    ABORTED = 4
+    BAD_ARGUMENT = 5
+
+
+DEVICE_CODE_DOCS = {
+    DeviceCode.OK: "done",
+    DeviceCode.PENDING: "poll(): not completed yet",
+    DeviceCode.TIMEOUT: "a wait ran past the handle's budget",
+    DeviceCode.QUEUE_ERROR: "the completion word carries the error bit: the queue halted",
+    DeviceCode.ABORTED: "the host wrote the status record's abort word",
+    DeviceCode.BAD_ARGUMENT: "a null handle, or a batch the window cannot hold",
+}
+
+
+class Site(IntEnum):
+    """Where a device-API failure was met (ARKDMA_DEV_SITE_*, the status record's `site`); 0 when none was."""
+
+    NONE = 0
+    POST = 1
+    WAIT = 2
+    SIGNAL = 3
+
+
+SITE_DOCS = {
+    Site.NONE: "no failure",
+    Site.POST: "waiting for room in the window (flow control)",
+    Site.WAIT: "wait() for a ticket",
+    Site.SIGNAL: "wait_signal() on a flag",
+}
+
+STATUS = Record(
+    "status",
+    48,
+    (
+        Field("code", 0, 32, "ARKDMA_DEV_* of the first failure; 0 while all is well"),
+        Field("site", 4, 32, "ARKDMA_DEV_SITE_*"),
+        Field("queue", 8, 32, "the queue id"),
+        Field("abort", 12, 32, "written by the host: non-zero makes every wait return ABORTED"),
+        Field("expected", 16, 64, "the ticket or flag value awaited"),
+        Field("observed", 24, 64, "the completion word or flag value last read"),
+        Field("waited_ns", 32, 64, "how long the wait had spun"),
+        Field("failures", 40, 32, "failures reported on this queue"),
+        Field("reserved", 44, 32, "zero"),
+    ),
+    "The host-visible status record of one queue, in mapped pinned host memory. `code` is written last, "
+    "after a system fence: once the host reads it non-zero, the other fields are complete. The first "
+    "failure is recorded; `failures` counts them all.",
+)
+
+PRODUCER = Record(
+    "producer",
+    24,
+    (
+        Field("posted", 0, 64, "producer index after the last posted descriptor"),
+        Field("completed", 8, 64, "the completed count last read (flow control)"),
+        Field("claim", 16, 32, "first-failure claim (device-scope atomic)"),
+        Field("reserved", 20, 32, "zero"),
+    ),
+    "The producer's state of one queue, in GPU memory; persists across kernel launches.",
+)
+
+QUEUE_HANDLE = Record(
+    "queue",
+    56,
+    (
+        Field("window", 0, 64, "slot 0 of the submission window", "arkdma_descriptor*"),
+        Field("doorbell", 8, 64, "the queue's doorbell", "uint32_t*"),
+        Field("completion", 16, 64, "the completion word the engine writes", "const uint64_t*"),
+        Field("producer", 24, 64, "producer state (GPU memory)", "arkdma_producer*"),
+        Field("status", 32, 64, "status record (mapped host memory)", "arkdma_status*"),
+        Field("budget_ns", 40, 64, "how long one wait may spin"),
+        Field("slots", 48, 32, "window slots, a power of two"),
+        Field("id", 52, 32, "queue id (for reports)"),
+    ),
+    "The device handle of one queue: trivially copyable, passed to kernels by value.",
+)
+
+DEVICE_RECORDS = (STATUS, PRODUCER, QUEUE_HANDLE)  # in declaration order (the handle points at the others)
 
 
 # ---------------------------------------------------------------------------------------

@@ -21,6 +21,10 @@ def _define(name: str, value: int, comment: str = "", decimal: bool = False) -> 
     return f"#define {name} {literal}{tail}"
 
 
+def c_name(record: abi.Record) -> str:
+    return f"arkdma_{record.name}"
+
+
 def _enum_block(prefix: str, members, docs: dict | None = None) -> list[str]:
     lines = []
     for m in members:
@@ -83,27 +87,37 @@ def c_header() -> str:
                 out.append(_define(f"ARKDMA_{name}_{reg.name}_{b.name}_LSB", b.lsb))
                 out.append(_define(f"ARKDMA_{name}_{reg.name}_{b.name}_MASK", ((1 << b.width) - 1) << b.lsb))
         out.append("")
-    d = abi.DESCRIPTOR
-    out.append(f"/* {d.doc} */")
-    out.append("typedef struct arkdma_descriptor {")
-    for f in d.fields:
-        out.append(f"  {_C_TYPES[f.bits]} {f.name};  /* +{f.offset}: {f.doc} */")
-    out.append("} arkdma_descriptor;")
     out += [
+        "/* what a device-API call returns (device.cuh), and the status record's code */",
+        *_enum_block("ARKDMA_DEV", abi.DeviceCode, abi.DEVICE_CODE_DOCS),
+        "/* where a device-API failure was met (the status record's site) */",
+        *_enum_block("ARKDMA_DEV_SITE", [s for s in abi.Site if s is not abi.Site.NONE], abi.SITE_DOCS),
         "",
+    ]
+    records = (abi.DESCRIPTOR, *abi.DEVICE_RECORDS)
+    for rec in records:
+        out += [f"/* {rec.doc} */", f"typedef struct {c_name(rec)} {{"]
+        for f in rec.fields:
+            out.append(f"  {f.ctype or _C_TYPES[f.bits]} {f.name};  /* +{f.offset}: {f.doc} */")
+        out += [f"}} {c_name(rec)};", ""]
+    out += [
         "#if defined(__cplusplus)",
         "#define ARKDMA_STATIC_ASSERT(c, m) static_assert(c, m)",
         "#else",
         "#define ARKDMA_STATIC_ASSERT(c, m) _Static_assert(c, m)",
         "#endif",
-        f'ARKDMA_STATIC_ASSERT(sizeof(arkdma_descriptor) == {d.size}, "descriptor must be {d.size} bytes");',
-        "#if !defined(__CUDACC_RTC__)",
     ]
-    for f in d.fields:
-        out.append(
-            f"ARKDMA_STATIC_ASSERT(offsetof(arkdma_descriptor, {f.name}) == {f.offset}, "
-            f'"descriptor.{f.name} at +{f.offset}");'
-        )
+    for rec in records:
+        cn = c_name(rec)
+        out.append(f'ARKDMA_STATIC_ASSERT(sizeof({cn}) == {rec.size}, "{cn} must be {rec.size} bytes");')
+        for f in rec.fields:
+            out.append(f'ARKDMA_STATIC_ASSERT(sizeof((({cn}*)0)->{f.name}) == {f.bits // 8}, '
+                       f'"{cn}.{f.name} is {f.bits // 8} bytes");')
+    out.append("#if !defined(__CUDACC_RTC__) /* NVRTC has no offsetof */")
+    for rec in records:
+        cn = c_name(rec)
+        for f in rec.fields:
+            out.append(f'ARKDMA_STATIC_ASSERT(offsetof({cn}, {f.name}) == {f.offset}, "{cn}.{f.name} at +{f.offset}");')
     out += ["#endif", "", "#endif /* ARKDMA_ABI_H */", ""]
     return "\n".join(out)
 
@@ -156,6 +170,22 @@ def markdown() -> str:
         "## Capabilities (CAPS)",
         "",
         *_table(["bit", "capability"], [[f"{int(m):#x}", m.name] for m in abi.Capability]),
+        "## Device API records (device.cuh)",
+        "",
+        "What a GPU kernel gets from the host to post into a queue: the queue handle by value, the producer "
+        "state in GPU memory and the status record in mapped host memory. Pointers are 64-bit.",
+        "",
+    ]
+    for rec in abi.DEVICE_RECORDS:
+        out += [f"### `{c_name(rec)}` ({rec.size} bytes)", "", rec.doc, "",
+                *_table(["offset", "bits", "field", "meaning"],
+                        [[f"+{f.offset}", f.ctype or str(f.bits), f"`{f.name}`", f.doc] for f in rec.fields])]
+    out += [
+        "### Device codes (`ARKDMA_DEV_*`) and sites (`ARKDMA_DEV_SITE_*`)",
+        "",
+        *_table(["code", "name", "meaning"],
+                [[str(int(c)), f"`{c.name}`", abi.DEVICE_CODE_DOCS[c]] for c in abi.DeviceCode]),
+        *_table(["site", "name", "meaning"], [[str(int(s)), f"`{s.name}`", abi.SITE_DOCS[s]] for s in abi.Site]),
         "## Registers",
         "",
         f"32-bit registers in the BAR. Submission windows start at WINDOW_BASE ({abi.WINDOW_BASE:#x}); "

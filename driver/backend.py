@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from driver.abi import COMPLETION_COUNT_MASK, COMPLETION_ERROR_BIT, Capability, ErrorCode
+from driver.errors import ArkdmaError
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,22 @@ class Counters:
     descriptors: int = 0
     bytes: int = 0
     cycles: int = 0
+
+
+@dataclass(frozen=True)
+class QueuePointers:
+    """Where a queue's submission window and doorbell live: the host addresses, and the addresses GPU code
+    writes (the card's BAR mapped for the GPU, or the software engine's window in mapped pinned memory)."""
+
+    window_host: int
+    window_device: int
+    doorbell_host: int
+    doorbell_device: int
+    slots: int
+
+
+class NotGpuReachable(ArkdmaError):
+    """GPU code cannot reach this engine's queues or memory; the message names the engines that it can."""
 
 
 PLACEMENTS = ("host", "device")
@@ -165,6 +182,17 @@ class Backend(ABC):
     @abstractmethod
     def wait_idle(self, timeout: float = 10.0) -> None:
         """Return when no enabled queue has work left (each idle or halted); TimeoutError otherwise."""
+
+    def queue_pointers(self, queue: int) -> QueuePointers:
+        """The queue's window and doorbell for GPU producers (device.cuh). Engines whose queues GPU code
+        cannot write raise NotGpuReachable."""
+        raise NotGpuReachable(f"engine {self.name} has no GPU-writable queues; use software-cuda (a GPU machine) "
+                              "or the card")
+
+    def gpu_address(self, buffer: Buffer) -> int:
+        """The address GPU code uses for one of this engine's buffers; NotGpuReachable where there is none."""
+        raise NotGpuReachable(f"memory of engine {self.name} has no GPU address; GPU queues need software-cuda "
+                              "or the card")
 
     def unbacked_address(self, size: int) -> int:
         """A bus address range of `size` bytes that no memory backs, for BUS_ERROR checks.

@@ -18,7 +18,8 @@ from typing import Protocol
 
 from driver import register_program as rp
 from driver.abi import QUEUE, WINDOW_BASE, window_stride
-from driver.backend import PLACEMENTS, Backend, Buffer, Counters, ErrorLogEntry, QueueState, check_size
+from driver.backend import (PLACEMENTS, Backend, Buffer, Counters, ErrorLogEntry, QueuePointers, QueueState,
+                            check_size)
 from driver.bar import Bar, BarError, Vfio, open_sysfs, vfio_plan
 from driver.discovery import SYSFS_PCI, PciCard, cards
 from driver.errors import ArkdmaError, EngineTimeout, EngineUnavailable
@@ -31,17 +32,6 @@ CUDA_HOST_REGISTER_IO_MEMORY = 0x4
 
 class CardError(ArkdmaError):
     """The card could not do what was asked; the message says why and what to do."""
-
-
-@dataclass(frozen=True)
-class QueuePointers:
-    """A queue's submission window and doorbell: host addresses, and the addresses GPU code writes."""
-
-    window_host: int
-    window_device: int
-    doorbell_host: int
-    doorbell_device: int
-    slots: int
 
 
 class CardMemory(Protocol):
@@ -264,6 +254,11 @@ class CardBackend(Backend):
         doorbell = QUEUE.address("DOORBELL", queue)
         return QueuePointers(host + window, self._gpu_base + window, host + doorbell, self._gpu_base + doorbell,
                              self.geometry.slots)
+
+    def gpu_address(self, buffer: Buffer) -> int:
+        if not self.owns(buffer):
+            raise ValueError(f"{buffer!r} is not a live buffer of this card")
+        return buffer.gpu_ptr
 
     # --- observation ---------------------------------------------------------------------------
     def queue_state(self, queue: int) -> QueueState:

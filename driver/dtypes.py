@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from driver.abi import COMPLETION_BYTES, DESCRIPTOR, Record
+from driver.abi import COMPLETION_BYTES, DESCRIPTOR, PRODUCER, QUEUE_HANDLE, STATUS, Record
 
 
 def record_dtype(record: Record) -> np.dtype:
@@ -20,5 +20,8 @@ def record_dtype(record: Record) -> np.dtype:
 
 
 DESCRIPTOR_DTYPE = record_dtype(DESCRIPTOR)
+QUEUE_DTYPE = record_dtype(QUEUE_HANDLE)  # the device API's records (abi.h declares the same, generated)
+PRODUCER_DTYPE = record_dtype(PRODUCER)
+STATUS_DTYPE = record_dtype(STATUS)
 COMPLETION_DTYPE = np.dtype("<u8")
 assert COMPLETION_DTYPE.itemsize == COMPLETION_BYTES

@@ -42,7 +42,7 @@ def run(steps: int, floats: int) -> dict:
     from driver.gpu import compile
     from driver.gpu.arrays import register_array
     from driver.gpu.launch import finish, launch, require_gpu
-    from driver.gpu.layout import DeviceCode
+    from driver.abi import DeviceCode
     from driver.gpu.queue import GpuQueue
 
     require_gpu()

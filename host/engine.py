@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from driver.abi import DESCRIPTOR_BYTES, Capability, ErrorCode, check_geometry
-from driver.backend import PLACEMENTS, Backend, Counters, ErrorLogEntry, Geometry, QueueState
+from driver.backend import PLACEMENTS, Backend, Counters, ErrorLogEntry, Geometry, QueuePointers, QueueState
 from driver.errors import ArkdmaError, EngineTimeout
 from host import native
 from host.affinity import cpus_near
@@ -23,18 +23,6 @@ CAPS = Capability.NOTIFY | Capability.FENCE | Capability.IMM | Capability.ERROR_
 EXECUTORS = {"host": native.Executor.HOST, "cuda": native.Executor.CUDA}
 HOST_IDLE_SPINS = 20_000  # host executor: idle polls before the thread naps (CI shares its cores)
 CUDA_STREAMS = 4  # copy streams per queue: 64 KiB scattered at 256 in flight 43-44 GB/s vs 32-36 with one (H100)
-
-
-@dataclass(frozen=True)
-class QueuePointers:
-    """Where a queue's submission window and doorbell live: host pointers, and the addresses GPU code
-    writes (0 for the host executor, whose memory is not mapped for a GPU)."""
-
-    window_host: int
-    window_device: int
-    doorbell_host: int
-    doorbell_device: int
-    slots: int
 
 
 @dataclass(frozen=True)
@@ -171,9 +159,17 @@ class SoftwareEngine(Backend):
         return self._handle.owner(addr, size)
 
     def queue_pointers(self, queue: int) -> QueuePointers:
-        """The queue's submission window and doorbell, for a GPU-side producer's device handle."""
+        """The queue's submission window and doorbell, for a producer's device handle (the device addresses
+        are 0 on the host executor, whose memory no GPU maps)."""
         self._check_queue(queue)
         return self._pointers[queue]
+
+    def gpu_address(self, buffer) -> int:
+        if self.cuda_device is None:
+            return super().gpu_address(buffer)
+        if not self.owns(buffer):
+            raise ValueError(f"{buffer!r} is not a live buffer of engine {self.name}")
+        return buffer.addr  # the CUDA executor's bus addresses are CUDA addresses
 
     def _queue_pointers(self, queue: int) -> QueuePointers:
         out = (ctypes.c_uint64 * 4)()

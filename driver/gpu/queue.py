@@ -15,10 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from driver.abi import COMPLETION_COUNT_MASK, COMPLETION_ERROR_BIT, Perm
-from driver.backend import Backend, Buffer
+from driver.backend import NotGpuReachable
 from driver.device import COMPLETION_STRIDE, Device
 from driver.errors import ArkdmaError, EngineTimeout
-from driver.gpu.layout import PRODUCER_DTYPE, QUEUE_DTYPE, STATUS_DTYPE, DeviceCode, Site
+from driver.abi import DeviceCode, Site
+from driver.dtypes import PRODUCER_DTYPE, QUEUE_DTYPE, STATUS_DTYPE
 from driver.regions import RegionHandle
 
 DEFAULT_BUDGET_S = 1.0
@@ -55,14 +56,11 @@ class DeviceStatus:
                 f"(last read {seen}); {self.failures} failure(s) in all")
 
 
-def gpu_pointer(backend: Backend, buffer: Buffer) -> int:
-    """The address GPU code uses for an engine buffer."""
-    ptr = getattr(buffer, "gpu_ptr", None)
-    if ptr:
-        return ptr
-    if backend.name == "software-cuda":  # its bus addresses are CUDA addresses
-        return buffer.addr
-    raise GpuQueueError(f"memory of engine {backend.name} has no GPU address; GPU queues need software-cuda or card")
+def _reachable(call, arg):
+    try:
+        return call(arg)
+    except NotGpuReachable as exc:
+        raise GpuQueueError(str(exc)) from None
 
 
 class _CompletionBlock:
@@ -74,7 +72,7 @@ class _CompletionBlock:
         self.buffer = backend.alloc(size, backend.completion_placement)
         self.buffer.write(0, bytes(size))
         self.region: RegionHandle = device.regions.register_internal(self.buffer, Perm.WRITE)
-        self.gpu_ptr = gpu_pointer(backend, self.buffer)
+        self.gpu_ptr = _reachable(backend.gpu_address, self.buffer)
 
 
 _blocks: "weakref.WeakKeyDictionary[Device, _CompletionBlock]" = weakref.WeakKeyDictionary()
@@ -90,17 +88,13 @@ class GpuQueue:
         import cupy
 
         backend = device.backend
-        if not hasattr(backend, "queue_pointers"):
-            raise GpuQueueError(
-                f"engine {backend.name} has no GPU-writable queues; use software-cuda (a GPU machine) or the card"
-            )
         if not 0 <= queue < backend.geometry.num_queues:
             raise GpuQueueError(f"queue {queue} does not exist (0..{backend.geometry.num_queues - 1})")
         if not 0 <= start <= COMPLETION_COUNT_MASK:
             raise GpuQueueError(f"start index {start} is not a 63-bit count")
         if not 0 < budget_s < 3600:
             raise GpuQueueError(f"budget_s must be in (0, 3600) seconds, not {budget_s}")
-        pointers = backend.queue_pointers(queue)
+        pointers = _reachable(backend.queue_pointers, queue)
         if not pointers.window_device or not pointers.doorbell_device:
             raise GpuQueueError(f"engine {backend.name}'s queue {queue} is not mapped for the GPU (no device pointers)")
         self.device, self.id, self.slots = device, queue, pointers.slots

@@ -20,7 +20,7 @@ from driver.dtypes import DESCRIPTOR_DTYPE
 from driver.gpu import compile
 from driver.gpu.arrays import register_array
 from driver.gpu.launch import finish, gpu_unavailable_reason, launch
-from driver.gpu.layout import DeviceCode, Site
+from driver.abi import DeviceCode, Site
 from driver.gpu.queue import GpuQueue, handles, open_gpu_queues
 
 pytestmark = pytest.mark.gpu

@@ -145,6 +145,18 @@ typedef unsigned long long uint64_t;
 #define ARKDMA_QUEUE_ERROR_COOKIE 0x2cu  /* Access.R: cookie of the descriptor that halted the queue */
 #define ARKDMA_QUEUE_ERROR_INDEX 0x30u  /* Access.R: producer index (low 32 bits) that halted the queue */
 
+/* what a device-API call returns (device.cuh), and the status record's code */
+#define ARKDMA_DEV_OK 0u  /* done */
+#define ARKDMA_DEV_PENDING 1u  /* poll(): not completed yet */
+#define ARKDMA_DEV_TIMEOUT 2u  /* a wait ran past the handle's budget */
+#define ARKDMA_DEV_QUEUE_ERROR 3u  /* the completion word carries the error bit: the queue halted */
+#define ARKDMA_DEV_ABORTED 4u  /* the host wrote the status record's abort word */
+#define ARKDMA_DEV_BAD_ARGUMENT 5u  /* a null handle, or a batch the window cannot hold */
+/* where a device-API failure was met (the status record's site) */
+#define ARKDMA_DEV_SITE_POST 1u  /* waiting for room in the window (flow control) */
+#define ARKDMA_DEV_SITE_WAIT 2u  /* wait() for a ticket */
+#define ARKDMA_DEV_SITE_SIGNAL 3u  /* wait_signal() on a flag */
+
 /* One copy request. Slot i of a queue's submission window holds the descriptor with producer index i (modulo SLOTS). */
 typedef struct arkdma_descriptor {
   uint64_t src_offset;  /* +0: byte offset into the source region; for IMM, the value to write */
@@ -157,21 +169,107 @@ typedef struct arkdma_descriptor {
   uint32_t cookie;  /* +28: caller's tag, reported with an error */
 } arkdma_descriptor;
 
+/* The host-visible status record of one queue, in mapped pinned host memory. `code` is written last, after a system fence: once the host reads it non-zero, the other fields are complete. The first failure is recorded; `failures` counts them all. */
+typedef struct arkdma_status {
+  uint32_t code;  /* +0: ARKDMA_DEV_* of the first failure; 0 while all is well */
+  uint32_t site;  /* +4: ARKDMA_DEV_SITE_* */
+  uint32_t queue;  /* +8: the queue id */
+  uint32_t abort;  /* +12: written by the host: non-zero makes every wait return ABORTED */
+  uint64_t expected;  /* +16: the ticket or flag value awaited */
+  uint64_t observed;  /* +24: the completion word or flag value last read */
+  uint64_t waited_ns;  /* +32: how long the wait had spun */
+  uint32_t failures;  /* +40: failures reported on this queue */
+  uint32_t reserved;  /* +44: zero */
+} arkdma_status;
+
+/* The producer's state of one queue, in GPU memory; persists across kernel launches. */
+typedef struct arkdma_producer {
+  uint64_t posted;  /* +0: producer index after the last posted descriptor */
+  uint64_t completed;  /* +8: the completed count last read (flow control) */
+  uint32_t claim;  /* +16: first-failure claim (device-scope atomic) */
+  uint32_t reserved;  /* +20: zero */
+} arkdma_producer;
+
+/* The device handle of one queue: trivially copyable, passed to kernels by value. */
+typedef struct arkdma_queue {
+  arkdma_descriptor* window;  /* +0: slot 0 of the submission window */
+  uint32_t* doorbell;  /* +8: the queue's doorbell */
+  const uint64_t* completion;  /* +16: the completion word the engine writes */
+  arkdma_producer* producer;  /* +24: producer state (GPU memory) */
+  arkdma_status* status;  /* +32: status record (mapped host memory) */
+  uint64_t budget_ns;  /* +40: how long one wait may spin */
+  uint32_t slots;  /* +48: window slots, a power of two */
+  uint32_t id;  /* +52: queue id (for reports) */
+} arkdma_queue;
+
 #if defined(__cplusplus)
 #define ARKDMA_STATIC_ASSERT(c, m) static_assert(c, m)
 #else
 #define ARKDMA_STATIC_ASSERT(c, m) _Static_assert(c, m)
 #endif
-ARKDMA_STATIC_ASSERT(sizeof(arkdma_descriptor) == 32, "descriptor must be 32 bytes");
-#if !defined(__CUDACC_RTC__)
-ARKDMA_STATIC_ASSERT(offsetof(arkdma_descriptor, src_offset) == 0, "descriptor.src_offset at +0");
-ARKDMA_STATIC_ASSERT(offsetof(arkdma_descriptor, dst_offset) == 8, "descriptor.dst_offset at +8");
-ARKDMA_STATIC_ASSERT(offsetof(arkdma_descriptor, length) == 16, "descriptor.length at +16");
-ARKDMA_STATIC_ASSERT(offsetof(arkdma_descriptor, src_region) == 20, "descriptor.src_region at +20");
-ARKDMA_STATIC_ASSERT(offsetof(arkdma_descriptor, dst_region) == 22, "descriptor.dst_region at +22");
-ARKDMA_STATIC_ASSERT(offsetof(arkdma_descriptor, flags) == 24, "descriptor.flags at +24");
-ARKDMA_STATIC_ASSERT(offsetof(arkdma_descriptor, reserved) == 26, "descriptor.reserved at +26");
-ARKDMA_STATIC_ASSERT(offsetof(arkdma_descriptor, cookie) == 28, "descriptor.cookie at +28");
+ARKDMA_STATIC_ASSERT(sizeof(arkdma_descriptor) == 32, "arkdma_descriptor must be 32 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_descriptor*)0)->src_offset) == 8, "arkdma_descriptor.src_offset is 8 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_descriptor*)0)->dst_offset) == 8, "arkdma_descriptor.dst_offset is 8 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_descriptor*)0)->length) == 4, "arkdma_descriptor.length is 4 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_descriptor*)0)->src_region) == 2, "arkdma_descriptor.src_region is 2 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_descriptor*)0)->dst_region) == 2, "arkdma_descriptor.dst_region is 2 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_descriptor*)0)->flags) == 2, "arkdma_descriptor.flags is 2 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_descriptor*)0)->reserved) == 2, "arkdma_descriptor.reserved is 2 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_descriptor*)0)->cookie) == 4, "arkdma_descriptor.cookie is 4 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(arkdma_status) == 48, "arkdma_status must be 48 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_status*)0)->code) == 4, "arkdma_status.code is 4 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_status*)0)->site) == 4, "arkdma_status.site is 4 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_status*)0)->queue) == 4, "arkdma_status.queue is 4 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_status*)0)->abort) == 4, "arkdma_status.abort is 4 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_status*)0)->expected) == 8, "arkdma_status.expected is 8 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_status*)0)->observed) == 8, "arkdma_status.observed is 8 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_status*)0)->waited_ns) == 8, "arkdma_status.waited_ns is 8 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_status*)0)->failures) == 4, "arkdma_status.failures is 4 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_status*)0)->reserved) == 4, "arkdma_status.reserved is 4 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(arkdma_producer) == 24, "arkdma_producer must be 24 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_producer*)0)->posted) == 8, "arkdma_producer.posted is 8 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_producer*)0)->completed) == 8, "arkdma_producer.completed is 8 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_producer*)0)->claim) == 4, "arkdma_producer.claim is 4 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_producer*)0)->reserved) == 4, "arkdma_producer.reserved is 4 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(arkdma_queue) == 56, "arkdma_queue must be 56 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_queue*)0)->window) == 8, "arkdma_queue.window is 8 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_queue*)0)->doorbell) == 8, "arkdma_queue.doorbell is 8 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_queue*)0)->completion) == 8, "arkdma_queue.completion is 8 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_queue*)0)->producer) == 8, "arkdma_queue.producer is 8 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_queue*)0)->status) == 8, "arkdma_queue.status is 8 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_queue*)0)->budget_ns) == 8, "arkdma_queue.budget_ns is 8 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_queue*)0)->slots) == 4, "arkdma_queue.slots is 4 bytes");
+ARKDMA_STATIC_ASSERT(sizeof(((arkdma_queue*)0)->id) == 4, "arkdma_queue.id is 4 bytes");
+#if !defined(__CUDACC_RTC__) /* NVRTC has no offsetof */
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_descriptor, src_offset) == 0, "arkdma_descriptor.src_offset at +0");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_descriptor, dst_offset) == 8, "arkdma_descriptor.dst_offset at +8");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_descriptor, length) == 16, "arkdma_descriptor.length at +16");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_descriptor, src_region) == 20, "arkdma_descriptor.src_region at +20");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_descriptor, dst_region) == 22, "arkdma_descriptor.dst_region at +22");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_descriptor, flags) == 24, "arkdma_descriptor.flags at +24");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_descriptor, reserved) == 26, "arkdma_descriptor.reserved at +26");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_descriptor, cookie) == 28, "arkdma_descriptor.cookie at +28");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_status, code) == 0, "arkdma_status.code at +0");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_status, site) == 4, "arkdma_status.site at +4");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_status, queue) == 8, "arkdma_status.queue at +8");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_status, abort) == 12, "arkdma_status.abort at +12");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_status, expected) == 16, "arkdma_status.expected at +16");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_status, observed) == 24, "arkdma_status.observed at +24");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_status, waited_ns) == 32, "arkdma_status.waited_ns at +32");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_status, failures) == 40, "arkdma_status.failures at +40");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_status, reserved) == 44, "arkdma_status.reserved at +44");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_producer, posted) == 0, "arkdma_producer.posted at +0");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_producer, completed) == 8, "arkdma_producer.completed at +8");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_producer, claim) == 16, "arkdma_producer.claim at +16");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_producer, reserved) == 20, "arkdma_producer.reserved at +20");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_queue, window) == 0, "arkdma_queue.window at +0");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_queue, doorbell) == 8, "arkdma_queue.doorbell at +8");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_queue, completion) == 16, "arkdma_queue.completion at +16");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_queue, producer) == 24, "arkdma_queue.producer at +24");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_queue, status) == 32, "arkdma_queue.status at +32");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_queue, budget_ns) == 40, "arkdma_queue.budget_ns at +40");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_queue, slots) == 48, "arkdma_queue.slots at +48");
+ARKDMA_STATIC_ASSERT(offsetof(arkdma_queue, id) == 52, "arkdma_queue.id at +52");
 #endif
 
 #endif /* ARKDMA_ABI_H */

@@ -1,6 +1,7 @@
 /* The arkdma device API: GPU threads post descriptors into an engine's queue and wait for them.
  *
- * Hand-written; the ABI constants and the descriptor come from the generated abi.h. The same code
+ * Hand-written; the ABI constants, the descriptor and the device API's records come from the
+ * generated abi.h. The same code
  * drives the card (window and doorbell in its BAR, mapped for the GPU as I/O memory) and the
  * software engine (window and doorbell in pinned host memory): only the pointers in the handle
  * differ. The host builds the handle (driver/gpu/queue.py) and passes it by value.
@@ -19,53 +20,8 @@
 
 #include "abi.h"
 
-/* What a device-API call returns (and, for failures, what the status record's `code` says). */
-#define ARKDMA_DEV_OK 0u
-#define ARKDMA_DEV_PENDING 1u      /* poll(): not completed yet */
-#define ARKDMA_DEV_TIMEOUT 2u      /* a wait ran past the handle's budget */
-#define ARKDMA_DEV_QUEUE_ERROR 3u  /* the completion word carries the error bit: the queue halted */
-#define ARKDMA_DEV_ABORTED 4u      /* the host wrote the status record's abort word */
-#define ARKDMA_DEV_BAD_ARGUMENT 5u /* a null handle, or a batch the window cannot hold */
-
-/* Where a failure was met (the status record's `site`). */
-#define ARKDMA_DEV_SITE_POST 1u   /* waiting for room in the window (flow control) */
-#define ARKDMA_DEV_SITE_WAIT 2u   /* wait() for a ticket */
-#define ARKDMA_DEV_SITE_SIGNAL 3u /* wait_signal() on a flag */
-
-/* The host-visible status record of one queue, in mapped pinned host memory. `code` is written
- * last, after a system fence: once the host reads it non-zero, the other fields are complete.
- * The first failure is recorded; `failures` counts them all. */
-typedef struct arkdma_status {
-  uint32_t code;      /* +0: ARKDMA_DEV_* of the first failure; 0 while all is well */
-  uint32_t site;      /* +4: ARKDMA_DEV_SITE_* */
-  uint32_t queue;     /* +8: the queue id */
-  uint32_t abort;     /* +12: written by the host: non-zero makes every wait return ABORTED */
-  uint64_t expected;  /* +16: the ticket or flag value awaited */
-  uint64_t observed;  /* +24: the completion word or flag value last read */
-  uint64_t waited_ns; /* +32: how long the wait had spun */
-  uint32_t failures;  /* +40: failures reported on this queue */
-  uint32_t reserved;  /* +44 */
-} arkdma_status;
-
-/* The producer's state of one queue, in GPU memory; persists across kernel launches. */
-typedef struct arkdma_producer {
-  uint64_t posted;    /* +0: producer index after the last posted descriptor */
-  uint64_t completed; /* +8: the completed count last read (flow control) */
-  uint32_t claim;     /* +16: first-failure claim (device-scope atomic) */
-  uint32_t reserved;  /* +20 */
-} arkdma_producer;
-
-/* The device handle of one queue: trivially copyable, passed to kernels by value. */
-typedef struct arkdma_queue {
-  arkdma_descriptor* window;  /* +0: slot 0 of the submission window */
-  uint32_t* doorbell;         /* +8: the queue's doorbell */
-  const uint64_t* completion; /* +16: the completion word the engine writes */
-  arkdma_producer* producer;  /* +24: producer state (GPU memory) */
-  arkdma_status* status;      /* +32: status record (mapped host memory) */
-  uint64_t budget_ns;         /* +40: how long one wait may spin */
-  uint32_t slots;             /* +48: window slots, a power of two */
-  uint32_t id;                /* +52: queue id (for reports) */
-} arkdma_queue;
+/* The device API's records (arkdma_queue, arkdma_producer, arkdma_status) and its ARKDMA_DEV_* codes
+ * are declared in abi.h, generated from driver/abi.py like the descriptor. */
 
 #if defined(__CUDACC__)
 
