@@ -1,9 +1,10 @@
-// The C API that host/native.py loads with ctypes: plain types, status codes, and a per-thread
-// message for the last failure (arkdma_sw_last_error).
+// The C API of arkdma_engine.h, which host/native.py loads with ctypes: plain types, status codes, and a
+// per-thread message for the last failure (arkdma_sw_last_error).
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "arkdma_engine.h"
 #include "cuda_driver.h"
 #include "engine.h"
 
@@ -28,25 +29,6 @@ int done(int status, const std::string& message) {
 extern "C" {
 
 #define ARKDMA_API __attribute__((visibility("default")))
-
-struct arkdma_sw_config {
-  uint32_t num_queues, slots, num_regions, errlog_depth;
-  uint32_t streams_per_queue, batch_copies, merge, stop_check_every;
-  int64_t spin_before_sleep;
-  uint32_t sleep_us;
-  int32_t device;
-  uint32_t ncpus;
-  const int32_t* cpus;
-};
-
-struct arkdma_sw_queue_info {
-  uint32_t enabled, halted, busy, error, error_cookie, error_index;
-  uint64_t completion_word;
-};
-
-struct arkdma_sw_errlog_entry {
-  uint32_t queue, code, cookie, index;
-};
 
 ARKDMA_API const char* arkdma_sw_last_error(void) { return g_last_error.c_str(); }
 
@@ -133,7 +115,7 @@ ARKDMA_API int arkdma_sw_ring(Engine* e, uint32_t q, uint32_t value, double time
   return done(rc, error);
 }
 
-ARKDMA_API int arkdma_sw_queue_pointers(Engine* e, uint32_t q, uint64_t out[4]) {
+ARKDMA_API int arkdma_sw_queue_pointers(Engine* e, uint32_t q, uint64_t* out) {
   std::string error;
   int rc = e->queue_pointers(q, out, error);
   return done(rc, error);

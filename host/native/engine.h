@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "arkdma/abi.h"
+#include "region.h"
 
 namespace arkdma {
 
@@ -51,12 +52,6 @@ struct Config {
   uint32_t sleep_us = 20;
   int32_t device = 0;               // CUDA device ordinal
   std::vector<int> cpus;            // CPUs the engine thread may run on; empty: any
-};
-
-struct Region {
-  uint64_t addr = 0;
-  uint64_t size = 0;
-  uint32_t perms = 0;  // 0: not registered
 };
 
 // A validated descriptor with its bus addresses resolved.

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "arkdma/abi.h"
-#include "engine.h"
+#include "region.h"
 
 namespace arkdma {
 
