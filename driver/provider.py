@@ -38,12 +38,12 @@ class EngineProvider(ABC):
         """Play conformance scenarios (driver.scenario.Scenario), each on a fresh engine with the
         scenario's geometry; returns {scenario name: Outcome}. Engines that run elsewhere (a
         simulator) override this to play the whole batch in one run."""
-        from driver.scenario import play
+        from driver import player
 
         outcomes = {}
         for sc in scenarios:
             with self.open(num_queues=sc.num_queues, slots=sc.slots, num_regions=sc.num_regions, **params) as be:
-                outcomes[sc.name] = play(be, sc)
+                outcomes[sc.name] = player.run(player.play_scenario(sc), player.BackendPort(be))
         return outcomes
 
     # Where the demo's copies read and write ("host", or "device" for GPU memory).
@@ -54,7 +54,7 @@ class EngineProvider(ABC):
     workload_pace = "real hardware speed"
 
     def run_workload(self, spec, **params):
-        """Run `arkdma demo`'s workload (driver.workload.WorkloadSpec); returns a WorkloadResult."""
+        """Run `arkdma demo`'s workload (driver.workload.WorkloadSpec) with the player; a WorkloadResult."""
         from driver.workload import run_on_backend
 
         src, dst = self.workload_placements

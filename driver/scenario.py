@@ -1,4 +1,5 @@
-"""Conformance scenarios as plain data, and the synchronous driver model that plays them on a Backend.
+"""Conformance scenarios as plain data, and their Outcome. driver/player.py plays them (on a Backend, or on
+the simulated engine through sim/sim_port.py).
 
 A scenario is a list of operations a host and a producer perform (register regions, set up
 queues, write descriptors, ring doorbells, wait, disable), plus named buffers with known
@@ -6,8 +7,8 @@ contents. Playing it on an engine yields an Outcome: every buffer's final bytes 
 included), every queue's state, the error log and the counters. The conformance suite plays
 each scenario on every engine and compares the outcome with the reference engine's.
 
-Scenarios are JSON-able so an engine that runs elsewhere (the RTL under a simulator) can
-play them with its own (asynchronous) driver model: `sim/` reads the same JSON.
+Scenarios are JSON-able so an engine that runs elsewhere (the RTL under a simulator) gets them as
+files; the same player runs them there with an asynchronous port.
 
 Operations (dicts with "op"):
   region        id, buffer, offset, size, perms        program a region over part of a buffer
@@ -21,6 +22,7 @@ Operations (dicts with "op"):
   post          queue, descriptors                     producer with flow control: write, ring, wait for room
   advance       n                                      let the engine run about n descriptors
   wait_idle
+  idle          cycles                                 let a free-running engine work (4 ns a cycle)
   reset                                                global reset: queues and region table cleared
 Descriptors are dicts of DESCRIPTOR field names (missing fields are 0).
 """
@@ -28,13 +30,12 @@ Descriptors are dicts of DESCRIPTOR field names (missing fields are 0).
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from driver.abi import COMPLETION_BYTES, COMPLETION_COUNT_MASK, COMPLETION_ERROR_BIT, ErrorCode
-from driver.backend import Backend, Buffer
+from driver.abi import COMPLETION_COUNT_MASK
+from driver.backend import Backend
 from driver.descriptor import Descriptor
 
 
@@ -117,130 +118,8 @@ def dump(scenarios: list[Scenario]) -> str:
     return json.dumps([s.to_json() for s in scenarios])
 
 
-class ScenarioPlayer:
-    """Plays a scenario on a synchronous Backend, as the real driver and a CPU producer would."""
-
-    def __init__(self, backend: Backend, scenario: Scenario, timeout: float = 30.0):
-        self.backend, self.scenario, self.timeout = backend, scenario, timeout
-        self.buffers: dict[str, Buffer] = {}
-        self.completion: dict[int, tuple[Buffer, int]] = {}  # queue -> where its completion word is
-        self.regions: dict[int, tuple[str | None, int]] = {}  # region id -> (buffer name, offset)
-        self.starts: dict[int, int] = {}
-        self.posted: dict[int, int] = {}
-
-    def play(self) -> Outcome:
-        for spec in self.scenario.buffers:
-            buf = self.backend.alloc(spec.size, spec.placement)
-            buf.write(0, spec.initial())
-            self.buffers[spec.name] = buf
-        for step in self.scenario.steps:
-            getattr(self, "_op_" + step["op"])(**{k: v for k, v in step.items() if k != "op"})
-        self.backend.wait_idle(self.timeout)
-        return self.outcome()
-
-    def outcome(self) -> Outcome:
-        queues = {}
-        for q in sorted(self.starts):
-            st = self.backend.queue_state(q)
-            queues[q] = {
-                "enabled": st.enabled,
-                "halted": st.halted,
-                "error": st.error.name,
-                "error_cookie": st.error_cookie if st.halted else 0,
-                "error_index": st.error_index if st.halted else 0,
-                "completion_word": st.completion_word,
-            }
-        errlog = sorted(
-            ({"queue": e.queue, "code": ErrorCode(e.code).name, "cookie": e.cookie, "index": e.index}
-             for e in self.backend.error_log()),
-            key=lambda e: (e["queue"], e["index"]),
-        )
-        counters = self.backend.counters()
-        return Outcome(
-            {name: buf.read(0, buf.size) for name, buf in self.buffers.items()},
-            queues,
-            errlog,
-            counters.descriptors,
-            counters.bytes,
-        )
-
-    # --- host operations -------------------------------------------------------------
-    def _op_region(self, id: int, buffer: str, offset: int, size: int, perms: int) -> None:
-        self.backend.set_region(id, self.buffers[buffer].addr + offset, size, perms)
-        self.regions[id] = (buffer, offset)
-
-    def _op_region_hole(self, id: int, size: int, perms: int) -> None:
-        self.backend.set_region(id, self.backend.unbacked_address(size), size, perms)
-        self.regions[id] = (None, 0)
-
-    def _op_clear_region(self, id: int) -> None:
-        self.backend.clear_region(id)
-        self.regions.pop(id, None)
-
-    def _op_configure(self, queue: int, region: int, offset: int, start: int = 0) -> None:
-        self.backend.configure_queue(queue, region, offset, start)
-        name, base = self.regions.get(region, (None, 0))
-        if name is not None:
-            self.completion[queue] = (self.buffers[name], base + offset)
-        self.starts[queue] = start
-
-    def _op_enable(self, queue: int) -> None:
-        self.backend.enable_queue(queue)
-        self.posted[queue] = self.starts.get(queue, 0)
-        self.starts.setdefault(queue, 0)
-
-    def _op_disable(self, queue: int) -> None:
-        self.backend.disable_queue(queue, self.timeout)
-
-    # --- producer operations ---------------------------------------------------------
-    def _op_write(self, queue: int, index: int, descriptors: list[dict]) -> None:
-        raw = b"".join(descriptor_from(d).pack() for d in descriptors)
-        self.backend.write_slots(queue, index, raw)
-
-    def _op_ring(self, queue: int, value: int) -> None:
-        self.backend.ring(queue, value)
-
-    def _completion_word(self, queue: int) -> int:
-        buf, off = self.completion[queue]
-        return int.from_bytes(buf.read(off, COMPLETION_BYTES), "little")
-
-    def _op_post(self, queue: int, descriptors: list[dict]) -> None:
-        slots = self.backend.geometry.slots
-        raw = [descriptor_from(d).pack() for d in descriptors]
-        done = 0
-        deadline = time.monotonic() + self.timeout
-        while done < len(raw):
-            word = self._completion_word(queue)
-            if word >> COMPLETION_ERROR_BIT:
-                return  # halted: a real producer stops posting
-            free = slots - (self.posted[queue] - (word & COMPLETION_COUNT_MASK))
-            if free <= 0:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"queue {queue}: no room in the window for {self.timeout} s")
-                self.backend.advance(1)
-                continue
-            n = min(free, len(raw) - done)
-            self.backend.write_slots(queue, self.posted[queue], b"".join(raw[done : done + n]))
-            self.posted[queue] += n
-            done += n
-            self.backend.ring(queue, self.posted[queue])
-
-    def _op_advance(self, n: int) -> None:
-        self.backend.advance(n)
-
-    def _op_wait_idle(self) -> None:
-        self.backend.wait_idle(self.timeout)
-
-    def _op_idle(self, cycles: int) -> None:
-        """Let a free-running engine work for about `cycles` engine cycles (4 ns each); the stepped reference
-        model does nothing meanwhile."""
-        time.sleep(cycles * 4e-9)
-
-    def _op_reset(self) -> None:
-        self.backend.reset()
-        self.regions.clear()
-        self.completion.clear()
-
-
 def play(backend: Backend, scenario: Scenario, timeout: float = 30.0) -> Outcome:
-    return ScenarioPlayer(backend, scenario, timeout).play()
+    """Play `scenario` on an in-process Backend (driver/player.py), as the driver and a CPU producer would."""
+    from driver import player
+
+    return player.run(player.play_scenario(scenario), player.BackendPort(backend, timeout))

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from driver.abi import Flag, Perm
+from driver.abi import Flag
 from driver.backend import Backend
-from driver.device import Device
 from driver.dtypes import DESCRIPTOR_DTYPE
 
 GUARD = 64  # bytes of guard pattern on each side of every destination
@@ -83,33 +81,12 @@ def descriptor_stream(n: int, size: int, src_region: int, dst_region: int, dst_o
 
 def run_on_backend(backend: Backend, spec: WorkloadSpec = WorkloadSpec(), src_placement: str = "host",
                    dst_placement: str = "host") -> WorkloadResult:
-    """Run the workload through the CPU-side producer on an in-process engine, timed by the wall clock.
-    Placements are the backend's ("host", or "device" for GPU memory where the engine reaches it)."""
-    rng = np.random.default_rng(spec.seed)
+    """Run the workload (driver/player.py) through the CPU-side producer on an in-process engine, timed by
+    the wall clock. Placements are the backend's ("host", or "device" for GPU memory where it reaches)."""
+    from driver import player
+
     result = WorkloadResult(backend.name)
     if (src_placement, dst_placement) != ("host", "host"):
         result.notes.append(f"copies from {_PLACES[src_placement]} to {_PLACES[dst_placement]}")
-    device = Device(backend)
-    for size in spec.sizes:
-        n = spec.descriptors_for(size)
-        total = n * size
-        src = device.alloc(total, src_placement)
-        dst = device.alloc(total + 2 * GUARD, dst_placement)
-        payload = rng.integers(0, 256, total, dtype=np.uint8).tobytes()
-        src.write(0, payload)
-        dst.write(0, bytes([GUARD_BYTE]) * (total + 2 * GUARD))
-        rs = device.register(src, perms=Perm.READ)
-        rd = device.register(dst, perms=Perm.WRITE)
-        queue = device.queue()
-        stream = descriptor_stream(n, size, rs.id, rd.id, GUARD)
-        t0 = time.perf_counter()
-        queue.wait(queue.post(stream), timeout=600)
-        seconds = time.perf_counter() - t0
-        out = dst.read(0, total + 2 * GUARD)
-        guard = bytes([GUARD_BYTE]) * GUARD
-        ok = out[:GUARD] == guard and out[GUARD + total :] == guard and out[GUARD : GUARD + total] == payload
-        result.rows.append(WorkloadRow(size, n, seconds, "wall clock", ok))
-        queue.stop()
-        device.regions.unregister(rs)
-        device.regions.unregister(rd)
+    result.rows = player.run(player.workload(spec, (src_placement, dst_placement)), player.BackendPort(backend, 600))
     return result

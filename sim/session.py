@@ -42,13 +42,14 @@ async def workload(dut, job: dict) -> dict:
     import time
     from dataclasses import asdict
 
+    from driver import player
     from driver.workload import WorkloadSpec
-    from sim.workload import run_workload
+    from sim.sim_port import SimPort
 
     t0 = time.monotonic()
     driver = await start(dut, Timing(**job.get("timing", {})))
     spec = WorkloadSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in job["spec"].items()})
-    rows = await run_workload(driver, spec)
+    rows = await player.run_async(player.workload(spec), SimPort(driver))
     return {"rows": [asdict(r) for r in rows], "cycles": driver.tb.now_cycles(), "wall_seconds": time.monotonic() - t0}
 
 

@@ -16,9 +16,10 @@ import random
 import time
 from collections.abc import Callable, Iterator
 
+from driver import player
 from driver.scenario import Scenario
 from sim.driver_model import SimDriver
-from sim.scenario_player import AsyncScenarioPlayer
+from sim.sim_port import SimPort
 from sim.tb import EngineTB
 
 
@@ -70,7 +71,7 @@ async def play_scenarios(driver: SimDriver, scenarios: list[dict]) -> dict:
         scenario = Scenario.from_json(raw)
         driver.tb.memory.clear()
         await driver.reset()
-        outcomes[scenario.name] = (await AsyncScenarioPlayer(driver, scenario).play()).to_json()
+        outcomes[scenario.name] = (await player.run_async(player.play_scenario(scenario), SimPort(driver))).to_json()
     return {"outcomes": outcomes}
 
 
@@ -93,8 +94,8 @@ async def reset_in_flight(driver: SimDriver, job: dict) -> dict:
 
     tb.memory.write = recording
     try:
-        first = AsyncScenarioPlayer(driver, Scenario.from_json(job["scenario"]))
-        await first.run_steps()
+        port = SimPort(driver)
+        first = await player.run_async(player.scenario_steps(Scenario.from_json(job["scenario"])), port)
         await tb.cycles(int(job["reset_after"]))
         at_reset = await driver.counters()
         writes_at_reset = len(writes)
@@ -104,9 +105,9 @@ async def reset_in_flight(driver: SimDriver, job: dict) -> dict:
         queues = [await driver.queue_state(q) for q in range(driver.geometry.num_queues)]
         errlog = await driver.error_log()
         await tb.cycles(int(job["settle"]))
-        buffers = {name: tb.memory.read(addr, size).hex() for name, (addr, size) in first.buffers.items()}
+        buffers = {name: port.read(handle, 0, size).hex() for name, (handle, size) in first.buffers.items()}
         late = [w for w in writes if w[0] > reset_done]
-        then = (await AsyncScenarioPlayer(driver, Scenario.from_json(job["then"])).play()).to_json()
+        then = (await player.run_async(player.play_scenario(Scenario.from_json(job["then"])), port)).to_json()
     finally:
         tb.memory.write = write
     return {

@@ -17,7 +17,8 @@ import cocotb
 from driver.errors import EngineTimeout
 from sim.driver_model import POLL_GAP, SimDriver
 from sim.fuzz.cases import Case
-from sim.scenario_player import AsyncScenarioPlayer
+from driver import player
+from sim.sim_port import SimPort
 from sim.stress_jobs import apply_pauses
 from sim.tb import EngineTB, Timing
 
@@ -41,22 +42,23 @@ async def _states(driver: SimDriver) -> list[dict]:
 
 
 async def play_case(driver: SimDriver, case: Case) -> dict:
-    player = AsyncScenarioPlayer(driver, case.scenario)
+    port = SimPort(driver)
     try:
-        await player.run_steps()
+        state = await player.run_async(player.scenario_steps(case.scenario), port)
         await driver.wait_idle()
     except EngineTimeout as exc:
         return {"stall": str(exc), "queues": await _states(driver)}
     # Liveness within a bound: each queue's word in memory catches up with its register.
     for _ in range(SETTLE_CYCLES // POLL_GAP):
         behind = False
-        for q, addr in player.completion.items():
-            if driver.completion_word(addr) != (await driver.queue_state(q)).completion_word:
+        for q, (handle, offset) in state.completion.items():
+            word = int.from_bytes(port.read(handle, offset, 8), "little")
+            if word != (await driver.queue_state(q)).completion_word:
                 behind = True
         if not behind:
             break
         await driver.tb.cycles(POLL_GAP)
-    return (await player.outcome()).to_json()
+    return (await player.run_async(player.outcome(state), port)).to_json()
 
 
 @cocotb.test()
