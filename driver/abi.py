@@ -78,6 +78,16 @@ ERROR_DOCS = {
 }
 
 
+class Resp(IntEnum):
+    """AXI response codes: what a memory or register bus answers (the engine's memory port, the board's
+    register bridge). SLVERR or DECERR to an engine access ends the descriptor in BUS_ERROR."""
+
+    OKAY = 0
+    EXOKAY = 1
+    SLVERR = 2
+    DECERR = 3
+
+
 class Capability(IntFlag):
     """Bits of the CAPS register: what this engine implements."""
 

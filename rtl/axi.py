@@ -13,13 +13,6 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 
-class Resp(IntEnum):
-    OKAY = 0
-    EXOKAY = 1
-    SLVERR = 2
-    DECERR = 3
-
-
 class Burst(IntEnum):
     FIXED = 0
     INCR = 1

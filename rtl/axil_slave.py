@@ -6,7 +6,8 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.axi import Resp, axi_lite_signature
+from driver.abi import Resp
+from rtl.axi import axi_lite_signature
 
 
 def register_bus_signature(addr_width: int) -> wiring.Signature:

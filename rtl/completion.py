@@ -6,8 +6,8 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from driver.abi import ErrorCode
-from rtl.axi import Resp
+from driver.abi import ErrorCode, Resp
+
 from rtl.jobs import DoneKind, centry_layout, done_layout
 from rtl.params import EngineParams
 

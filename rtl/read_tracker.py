@@ -6,7 +6,8 @@ from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.axi import Resp
+
+from driver.abi import Resp
 from rtl.params import EngineParams
 
 

@@ -7,9 +7,9 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
-from driver.abi import DESCRIPTOR_BYTES, WINDOW_BASE
+from driver.abi import DESCRIPTOR_BYTES, WINDOW_BASE, Resp
 from rtl.abi_layouts import DescriptorLayout
-from rtl.axi import Resp, axi_signature
+from rtl.axi import axi_signature
 from rtl.params import EngineParams
 
 B_QUEUE = 4  # write responses waiting for the bridge; lets single-beat bursts arrive back to back

@@ -9,6 +9,9 @@ from pathlib import Path
 from rich.console import Console
 
 from ark_runtime.cli.arguments import bounded_float, bounded_int, clock_mhz, output_file, seconds
+from ark_runtime.cli.engine_options import add_param_options, params_from
+
+BOARD_DATA_WIDTH = 64  # board builds default to the 64-bit engine (the ECP5 target)
 
 bus_address = bounded_int(0, 0xFFFF_FFFF, "a 32-bit bus address")
 word32 = bounded_int(0, 0xFFFF_FFFF, "a 32-bit value")
@@ -42,9 +45,7 @@ def register(sub) -> None:
     b.add_argument("--json", type=output_file, metavar="FILE", help="write the build's figures as JSON to FILE")
     b.add_argument("--ram-kib", type=int, default=64, metavar="KIB",
                    help="on-chip RAM the engine core uses as host memory (default 64)")
-    from fpga.engine_options import add_engine_options  # plain Python: EngineParams' fields
-
-    add_engine_options(b)
+    add_param_options(b, data_width=BOARD_DATA_WIDTH)
     b.set_defaults(func=run_build)
 
     f = fsub.add_parser("flash", help="load a bitstream into the board with openFPGALoader")
@@ -74,18 +75,17 @@ def register(sub) -> None:
 
 def _core_factory(args: argparse.Namespace):
     if args.core == "scratch":
-        from fpga.scratch_core import ScratchCore
+        from fpga.cores.scratch_core import ScratchCore
 
         return lambda mhz: ScratchCore(mhz, args.baud)
-    from fpga.engine_core import EngineCore
-    from fpga.engine_options import engine_params
+    from fpga.cores.engine_core import EngineCore
 
-    params = engine_params(args)
+    params = params_from(args)
     return lambda mhz: EngineCore(params, mhz, args.baud, args.ram_kib * 1024)
 
 
 def run_build(args: argparse.Namespace, console: Console | None = None) -> int:
-    from fpga import board_build
+    from fpga.flow import board_build
 
     console = console or Console()
     build_dir = args.build_dir or Path("build") / "fpga" / f"{args.board}-{args.core}"
@@ -103,7 +103,7 @@ def run_build(args: argparse.Namespace, console: Console | None = None) -> int:
 
 
 def run_flash(args: argparse.Namespace) -> int:
-    from fpga import board_build
+    from fpga.flow import board_build
 
     bitstream = args.bitstream or Path("build") / "fpga" / f"{args.board}-engine" / f"{board_build.NAME}.bit"
     log = board_build.flash(bitstream, args.board, to_flash=args.to_flash)
@@ -112,7 +112,7 @@ def run_flash(args: argparse.Namespace) -> int:
 
 
 def run_link(args: argparse.Namespace) -> int:
-    from fpga.serial_link import SerialLink, probe
+    from fpga.link.serial_link import SerialLink, probe
 
     with SerialLink(args.port, args.baud, args.timeout) as link:
         if args.fpga_command == "probe":

@@ -1,34 +1,13 @@
-"""`arkdma rtl verilog`: the hardware engine's Verilog for given parameters (`rtl estimate` comes from fpga/)."""
+"""`arkdma rtl verilog`: the hardware engine's Verilog for given parameters (and `rtl estimate`, rtl_estimate.py)."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
+from ark_runtime.cli import rtl_estimate
 from ark_runtime.cli.arguments import output_file, verilog_identifier
+from ark_runtime.cli.engine_options import add_param_options, params_from
 from driver.errors import ArkdmaError
-
-
-def add_param_options(parser: argparse.ArgumentParser) -> None:
-    """One option per integer field of rtl.params.EngineParams (defaults are its own)."""
-    from rtl.params import EngineParams  # plain Python: no Amaranth at parser build time
-
-    group = parser.add_argument_group("engine parameters", "rtl.params.EngineParams; unset ones keep its defaults")
-    for f in dataclasses.fields(EngineParams):
-        if f.type in (int, "int"):
-            group.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=int, default=None, metavar="N",
-                               help=f"(default {f.default})")
-
-
-def params_from(args: argparse.Namespace):
-    from rtl.params import EngineParams
-
-    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(EngineParams)
-             if getattr(args, f.name, None) is not None}
-    try:
-        return EngineParams(**given)
-    except (TypeError, ValueError) as exc:
-        raise ArkdmaError(f"engine parameters rejected: {exc}") from exc
 
 
 def register(sub) -> None:
@@ -43,11 +22,7 @@ def register(sub) -> None:
                    help="top module name (default arkdma_engine)")
     add_param_options(v)
     v.set_defaults(func=run_verilog)
-    try:
-        from fpga.estimate import add_estimate_command
-    except ImportError:  # a build of arkdma without the FPGA flow
-        return
-    add_estimate_command(rsub)
+    rtl_estimate.register(rsub)
 
 
 def run_verilog(args: argparse.Namespace) -> int:

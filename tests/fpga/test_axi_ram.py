@@ -8,9 +8,10 @@ import pytest
 from amaranth import Module
 from amaranth.sim import Simulator
 
-from fpga.axi_ram import AxiRam
-from fpga.bus_to_axi import BusToAxi
-from rtl.axi import Resp
+from driver.abi import Resp
+from fpga.cores.axi_ram import AxiRam
+from fpga.cores.bus_to_axi import BusToAxi
+
 
 DW = 64
 SIZE = 4096

@@ -11,10 +11,12 @@ import pytest
 from amaranth_boards.ecp5_5g_evn import ECP55GEVNPlatform
 from rich.console import Console
 
-from fpga import board_build, pll, toolchain
+from fpga.flow import board_build
+from fpga.flow import pll
+from fpga.flow import toolchain
 from fpga.errors import FpgaFlowError, ToolMissing
-from fpga.evn_top import EvnTop
-from fpga.scratch_core import ScratchCore
+from fpga.cores.evn_top import EvnTop
+from fpga.cores.scratch_core import ScratchCore
 
 
 def _tool_or_skip(name: str) -> None:
@@ -81,7 +83,7 @@ def test_engine_ports_are_found_by_kind():
     from amaranth.lib import wiring
     from amaranth.lib.wiring import In, Out
 
-    from fpga.engine_core import EnginePortError, find_ports
+    from fpga.cores.engine_core import EnginePortError, find_ports
     from rtl.axi import axi_lite_signature, axi_signature
 
     def Shape(members):  # only the signature is looked at

@@ -9,10 +9,10 @@ from amaranth import Module
 from amaranth.sim import Simulator
 
 from driver import register_program as rp
-from driver.abi import DEVICE_MAGIC, GLOBAL, Flag, Perm
+from driver.abi import DEVICE_MAGIC, GLOBAL, Flag, Perm, Resp
 from driver.descriptor import Descriptor
-from fpga.bridge_protocol import Resp
-from fpga.engine_core import RAM_BASE, EngineCore
+
+from fpga.cores.engine_core import RAM_BASE, EngineCore
 from tests.fpga.test_engine_estimate import SMALLEST
 from tests.fpga.uart_host import UARTHost
 

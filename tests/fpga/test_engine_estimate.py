@@ -9,9 +9,13 @@ import json
 import pytest
 from rich.console import Console
 
-from fpga import estimate, ooc_flow, toolchain
-from fpga.engine_options import engine_params
-from fpga.errors import FpgaFlowError, ToolMissing
+from fpga.flow import estimate
+from fpga.flow import ooc_flow
+from fpga.flow import toolchain
+from ark_runtime.cli import rtl_estimate
+from ark_runtime.cli.engine_options import params_from
+from driver.errors import ArkdmaError
+from fpga.errors import ToolMissing
 from rtl.params import EngineParams
 
 # the smallest engine EngineParams allows: one queue of two slots, one region, shallow everything
@@ -42,16 +46,17 @@ def test_smallest_engine_synthesizes_for_ecp5(tmp_path):
 def test_estimate_command_options_build_engine_params():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers()
-    estimate.add_estimate_command(sub)
+    rtl_estimate.register(sub)
     args = parser.parse_args(["estimate", "--num-queues", "2", "--seeds", "1,2", "--json", "x.json"])
-    params = engine_params(args)
+    params = params_from(args)
     assert params == EngineParams(data_width=64, num_queues=2)  # the ECP5 default width is 64
-    assert estimate._seeds(args.seeds) == (1, 2)
+    assert args.seeds == (1, 2)
     args = parser.parse_args(["estimate", "--data-width", "96"])
-    with pytest.raises(FpgaFlowError, match="data_width must be one of"):
-        engine_params(args)
-    with pytest.raises(FpgaFlowError, match="--seeds wants integers"):
-        estimate._seeds("one")
+    with pytest.raises(ArkdmaError, match="data_width must be one of"):
+        params_from(args)
+    for bad in (["--seeds", "one"], ["--part", "LFE5U-12F"], ["--freq", "nan"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["estimate", *bad])
 
 
 @pytest.mark.slow

@@ -8,7 +8,8 @@ import json
 import pytest
 from rich.console import Console
 
-from fpga import estimate, toolchain
+from fpga.flow import estimate
+from fpga.flow import toolchain
 from fpga.errors import FpgaFlowError, ToolMissing
 from tests.fpga.small_design import FifoSum
 
@@ -69,7 +70,7 @@ def test_small_design_report_is_complete_json(small_report, tmp_path):
 
 def test_classic_abc_mapping_gives_the_same_design(small_report, tmp_path):
     """The fallback used when abc9 crashes maps the same logic: same FFs and block RAMs, LUTs close."""
-    from fpga import ooc_flow
+    from fpga.flow import ooc_flow
 
     result = ooc_flow.run(FifoSum(64, 512), tmp_path, target_mhz=100.0, lut_mapper=ooc_flow.LutMapper.ABC,
                           console=Console(file=io.StringIO()))
@@ -81,7 +82,7 @@ def test_classic_abc_mapping_gives_the_same_design(small_report, tmp_path):
 
 
 def test_abc9_crash_is_recognized(tmp_path):
-    from fpga.ooc_flow import _abc9_crashed
+    from fpga.flow.ooc_flow import _abc9_crashed
 
     log = tmp_path / "yosys.log"
     log.write_text("4.14.5. Executing ABC9.\n"
@@ -92,7 +93,7 @@ def test_abc9_crash_is_recognized(tmp_path):
 
 
 def test_flow_rejects_bad_requests(tmp_path):
-    from fpga import ooc_flow
+    from fpga.flow import ooc_flow
 
     with pytest.raises(FpgaFlowError, match="unknown ECP5 part"):
         ooc_flow.run(None, tmp_path, part="XC7A35T")

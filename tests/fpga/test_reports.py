@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fpga.errors import ReportError
-from fpga.reports import parse_nextpnr_report, parse_yosys_stat, short_source
+from fpga.flow.reports import parse_nextpnr_report, parse_yosys_stat, short_source
 
 DATA = Path(__file__).parent / "data"
 REPORT = DATA / "fifosum_nextpnr_report.json"

@@ -5,8 +5,9 @@ from __future__ import annotations
 from amaranth import Module
 from amaranth.sim import Simulator
 
-from fpga.bridge_protocol import Reply, Resp
-from fpga.scratch_core import ID_WORD, ScratchCore
+from driver.abi import Resp
+from fpga.link.bridge_protocol import Reply
+from fpga.cores.scratch_core import ID_WORD, ScratchCore
 from tests.fpga.uart_host import UARTHost
 
 

@@ -8,8 +8,9 @@ import threading
 
 import pytest
 
-from fpga.bridge_protocol import OP_READ, OP_WRITE, BridgeError, Resp
-from fpga.serial_link import SerialLink
+from driver.abi import Resp
+from fpga.link.bridge_protocol import OP_READ, OP_WRITE, BridgeError
+from fpga.link.serial_link import SerialLink
 
 
 class BridgeModel(threading.Thread):

@@ -9,7 +9,7 @@ import pytest
 from amaranth import Module
 from amaranth.sim import Simulator
 
-from fpga.uart import UARTRx, UARTTx
+from fpga.cores.uart import UARTRx, UARTTx
 
 DIV = 16
 

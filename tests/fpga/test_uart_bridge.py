@@ -9,8 +9,9 @@ import pytest
 from amaranth import Module
 from amaranth.sim import Simulator
 
-from fpga.bridge_protocol import BridgeError, Reply, Resp, parse_reply, read_frame, write_frame
-from fpga.uart_bridge import UARTBridge
+from driver.abi import Resp
+from fpga.link.bridge_protocol import BridgeError, Reply, parse_reply, read_frame, write_frame
+from fpga.cores.uart_bridge import UARTBridge
 from tests.fpga.uart_host import UARTHost
 
 DIV = 8

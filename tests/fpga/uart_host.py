@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from amaranth import Module
 
-from fpga.bridge_protocol import Reply, parse_reply, read_frame, write_frame
-from fpga.uart import UARTRx, UARTTx
+from fpga.link.bridge_protocol import Reply, parse_reply, read_frame, write_frame
+from fpga.cores.uart import UARTRx, UARTTx
 
 
 class UARTHost:

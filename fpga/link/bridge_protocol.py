@@ -1,27 +1,19 @@
-"""The host's side of the UART bridge protocol (fpga/uart_bridge.py): frames out, replies in."""
+"""The host's side of the UART bridge protocol (fpga/cores/uart_bridge.py): frames out, replies in."""
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from enum import IntEnum
 
+from driver.abi import Resp
 from fpga.errors import FpgaFlowError
 
 OP_WRITE = ord("W")
 OP_READ = ord("R")
 REPLY_UNKNOWN = ord("?")
+SCRATCH_ID_WORD = 0x41524B31  # "ARK1": what the scratch core answers at address 0 (the engine answers DEVICE_MAGIC)
 WRITE_REPLY_BYTES = 1
 READ_REPLY_BYTES = 5
-
-
-class Resp(IntEnum):
-    """AXI response codes, as the bridge returns them."""
-
-    OKAY = 0
-    EXOKAY = 1
-    SLVERR = 2
-    DECERR = 3
 
 
 class BridgeError(FpgaFlowError):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import memory, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In
 
-from fpga.uart_bridge import RegisterBusSignature
-from rtl.axi import Resp, axi_signature
+from driver.abi import Resp
+from fpga.cores.uart_bridge import RegisterBusSignature
+from rtl.axi import axi_signature
 
 
 class AxiRam(wiring.Component):

@@ -1,6 +1,6 @@
 """EngineCore: the DMA engine on a board without PCIe: its BAR behind the UART bridge, its host memory on-chip RAM.
 
-Bridge address map (32-bit words over the serial line, fpga/bridge_protocol.py):
+Bridge address map (32-bit words over the serial line, fpga/link/bridge_protocol.py):
 
     0x0000_0000 + a, a <  WINDOW_BASE   the engine's registers (its AXI4-Lite BAR port)
     0x0000_0000 + a, a <  BAR bytes     the submission windows (its AXI4 window port, 32-bit writes)
@@ -17,12 +17,12 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Flow, In, Out
 
-from driver.abi import WINDOW_BASE
-from fpga.axi_ram import AxiRam
-from fpga.bridge_protocol import Resp
-from fpga.bus_to_axi import BusToAxi
-from fpga.evn_top import STATUS_LEDS
-from fpga.uart_bridge import UARTBridge
+from driver.abi import WINDOW_BASE, Resp
+from fpga.cores.axi_ram import AxiRam
+
+from fpga.cores.bus_to_axi import BusToAxi
+from fpga.cores.evn_top import STATUS_LEDS
+from fpga.cores.uart_bridge import UARTBridge
 
 RAM_BASE = 0x8000_0000
 DEFAULT_RAM_BYTES = 64 * 1024

@@ -9,8 +9,9 @@ import time
 import tty
 from pathlib import Path
 
-from fpga.bridge_protocol import READ_REPLY_BYTES, WRITE_REPLY_BYTES, BridgeError, Resp, parse_reply, read_frame, \
-    write_frame
+from driver.abi import DEVICE_MAGIC, GLOBAL, Resp
+from fpga.link.bridge_protocol import (READ_REPLY_BYTES, SCRATCH_ID_WORD, WRITE_REPLY_BYTES, BridgeError, parse_reply,
+                                       read_frame, write_frame)
 
 BAUD_CONSTANTS = {rate: getattr(termios, f"B{rate}") for rate in (9600, 19200, 38400, 57600, 115200, 230400,
                                                                    460800, 921600, 1000000, 2000000, 3000000)
@@ -75,15 +76,12 @@ class SerialLink:
 
 def probe(link: SerialLink) -> dict[str, int | str]:
     """What answers on the link: the engine core (its identity registers) or the scratch core."""
-    from driver.abi import DEVICE_MAGIC, GLOBAL
-    from fpga.scratch_core import ID_WORD
-
     first = link.read32(0)
-    if first == ID_WORD:
+    if first == SCRATCH_ID_WORD:
         return {"core": "scratch", "id": f"{first:#010x}"}
     if first != DEVICE_MAGIC:
         raise BridgeError(f"address 0 reads {first:#010x}, neither the engine's ID ({DEVICE_MAGIC:#010x}) nor "
-                          f"the scratch core's ({ID_WORD:#010x}): is this the right board and bitstream?")
+                          f"the scratch core's ({SCRATCH_ID_WORD:#010x}): is this the right board and bitstream?")
     out: dict[str, int | str] = {"core": "engine"}
     for name in ("ID", "VERSION", "CAPS", "NUM_QUEUES", "SLOTS", "NUM_REGIONS", "DATA_BYTES", "WINDOW_BASE",
                  "WINDOW_STRIDE", "STATUS", "CYCLES_LO", "DESCRIPTORS_LO", "BYTES_LO"):

@@ -6,8 +6,9 @@ from amaranth import Cat, Const, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from fpga.uart_bridge import RegisterBusSignature
-from rtl.axi import Burst, Resp, axi_lite_signature, axi_signature
+from driver.abi import Resp
+from fpga.cores.uart_bridge import RegisterBusSignature
+from rtl.axi import Burst, axi_lite_signature, axi_signature
 
 
 class BusToAxi(wiring.Component):

@@ -12,9 +12,10 @@ from typing import Callable
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from fpga import pll, toolchain
+from fpga.flow import pll
+from fpga.flow import toolchain
 from fpga.errors import FpgaFlowError, ToolFailed
-from fpga.reports import parse_nextpnr_report
+from fpga.flow.reports import parse_nextpnr_report
 
 NAME = "arkdma"  # file names of the build products: arkdma.bit, arkdma.svf, ...
 
@@ -63,8 +64,8 @@ def build(make_core: Callable[[float], object], board_name: str, build_dir: Path
           seed: int = 1, allow_timing_fail: bool = False, timeout_s: float = 3600.0,
           console: Console | None = None) -> BoardBuild:
     """Builds a bitstream of `make_core(actual_clock_mhz)` on the board: the core sees the PLL's clock,
-    the board's UART and LEDs (fpga.evn_top). Fails when the design misses `clock_mhz`, unless allowed."""
-    from fpga.evn_top import EvnTop
+    the board's UART and LEDs (fpga.cores.evn_top). Fails when the design misses `clock_mhz`, unless allowed."""
+    from fpga.cores.evn_top import EvnTop
 
     spec = board(board_name)
     env = {**os.environ, **toolchain.amaranth_env()}

@@ -3,7 +3,7 @@
 Out of context: the design's ports stay internal nets (no I/O buffers, no pins), as a block
 behind a bridge would see them, so a 512-bit AXI engine is timed without needing 1,500 pins.
 nextpnr then also leaves the clock off the global network and times it as an ideal clock
-(no skew term in the path); a board build (fpga/board_build.py) puts it on a global buffer.
+(no skew term in the path); a board build (fpga/flow/board_build.py) puts it on a global buffer.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Iterator
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from fpga import toolchain
+from fpga.flow import toolchain
 from fpga.errors import FpgaFlowError, ToolFailed
-from fpga.reports import PnrReport, parse_nextpnr_report, parse_yosys_stat
+from fpga.flow.reports import PnrReport, parse_nextpnr_report, parse_yosys_stat
 
 
 @dataclass(frozen=True)

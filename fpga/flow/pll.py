@@ -7,7 +7,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from fpga import toolchain
+from fpga.flow import toolchain
 from fpga.errors import FpgaFlowError, ReportError
 
 MODULE = "arkdma_pll"

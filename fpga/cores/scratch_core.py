@@ -6,11 +6,11 @@ from amaranth import Array, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from fpga.bridge_protocol import Resp
-from fpga.evn_top import STATUS_LEDS
-from fpga.uart_bridge import UARTBridge
+from driver.abi import Resp
+from fpga.link.bridge_protocol import SCRATCH_ID_WORD as ID_WORD
+from fpga.cores.evn_top import STATUS_LEDS
+from fpga.cores.uart_bridge import UARTBridge
 
-ID_WORD = 0x41524B31  # "ARK1" (read-only at address 0)
 
 
 class ScratchCore(wiring.Component):

@@ -6,7 +6,7 @@ from amaranth import ClockDomain, ClockSignal, Elaboratable, Instance, Module, S
 from amaranth.lib import cdc, io, wiring
 from amaranth.lib.wiring import In, Out
 
-from fpga.pll import MODULE as PLL_MODULE, PllConfig
+from fpga.flow.pll import MODULE as PLL_MODULE, PllConfig
 
 BOARD_CLOCK_MHZ = 12.0  # the EVN's oscillator on pin A10
 STATUS_LEDS = 6  # LEDs 2..7 show the core's status; LED 0 blinks, LED 1 is the PLL's lock

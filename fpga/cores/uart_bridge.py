@@ -17,8 +17,8 @@ from amaranth import Cat, Const, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from fpga.bridge_protocol import OP_READ, OP_WRITE, REPLY_UNKNOWN
-from fpga.uart import UARTRx, UARTTx
+from fpga.link.bridge_protocol import OP_READ, OP_WRITE, REPLY_UNKNOWN
+from fpga.cores.uart import UARTRx, UARTTx
 
 
 class RegisterBusSignature(wiring.Signature):

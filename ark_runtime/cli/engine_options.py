@@ -1,0 +1,40 @@
+"""The command-line options for the engine's build parameters: one per integer field of rtl.params.EngineParams,
+shared by `rtl verilog`, `rtl estimate` and `fpga build` (rtl.params is plain Python: no Amaranth here)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from driver.errors import ArkdmaError
+
+
+def _fields() -> list[dataclasses.Field]:
+    from rtl.params import EngineParams
+
+    return [f for f in dataclasses.fields(EngineParams) if f.type in (int, "int")]
+
+
+def add_param_options(parser: argparse.ArgumentParser, data_width: int | None = None) -> None:
+    """--data-width, --slots, ...; `data_width` overrides EngineParams' own default (board builds use 64)."""
+    group = parser.add_argument_group(
+        "engine parameters", "rtl.params.EngineParams; unset ones keep its defaults"
+        + (f", except --data-width {data_width}" if data_width else ""))
+    for f in _fields():
+        default = data_width if f.name == "data_width" and data_width else f.default
+        group.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=int, default=None, metavar="N",
+                           help=f"(default {default})")
+    parser.set_defaults(engine_data_width_default=data_width)
+
+
+def params_from(args: argparse.Namespace):
+    """EngineParams from the options given (the rest default); a rejected set is a clear error."""
+    from rtl.params import EngineParams
+
+    given = {f.name: getattr(args, f.name) for f in _fields() if getattr(args, f.name, None) is not None}
+    if getattr(args, "engine_data_width_default", None):
+        given.setdefault("data_width", args.engine_data_width_default)
+    try:
+        return EngineParams(**given)
+    except (TypeError, ValueError) as exc:
+        raise ArkdmaError(f"engine parameters rejected: {exc}") from exc

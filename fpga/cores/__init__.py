@@ -1,0 +1,1 @@
+"""Board gateware: the engine and scratch cores, the UART bridge, the board top (Amaranth)."""
