@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rtl.params import EngineParams
 from sim.latency_model import gpu_driven_d2h
-from sim.tb import Timing
+from sim.job_types import BenchAcceptJob, BenchSizeJob, Timing
 
 DEFAULT_SIZES = (64, 256, 1024, 4096, 8192, 65536, 1 << 20)
 MODEL_BYTES = 8192  # the end-to-end model's descriptor (D2H)
@@ -147,14 +147,12 @@ def run(config: BenchConfig, console=None) -> dict:
     from sim.jobs import run_job
 
     build(config.params, console=console)
-    timing = {"clock_mhz": config.clock_mhz, "read_latency_ns": config.round_trip_ns,
-              "write_latency_ns": config.round_trip_ns}
+    timing = config.timing
     accept_count = min(config.params.slots, config.params.reads_outstanding)
     jobs = [(f"{size:,} B x {config.count(size):,}",
-             {"kind": "bench", "step": "size", "size": size, "count": config.count(size),
-              "notify_every": config.notify_every(size), "timing": timing}) for size in config.sizes]
+             BenchSizeJob(size, config.count(size), config.notify_every(size), timing)) for size in config.sizes]
     jobs.append((f"accept rate, {accept_count} x 64 B",
-                 {"kind": "bench", "step": "accept", "count": accept_count, "timing": timing}))
+                 BenchAcceptJob(accept_count, timing)))
     rows, accept, wall = [], None, {}
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                TimeElapsedColumn())
@@ -165,7 +163,7 @@ def run(config: BenchConfig, console=None) -> dict:
             t0 = time.monotonic()
             result = run_job(config.params, job)
             wall[label] = round(time.monotonic() - t0, 1)
-            if job["step"] == "accept":
+            if isinstance(job, BenchAcceptJob):
                 accept = result["accept"]
             else:
                 rows.append(size_row(config, result))

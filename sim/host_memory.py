@@ -17,7 +17,6 @@ from cocotbext.axi.axi_slave import AxiSlaveRead, AxiSlaveWrite
 from driver.memory import BusMemory, MemoryFault
 
 PAGE = 4096
-ROUND_TRIP_NS = 1770.0  # GPU <-> host PCIe round trip measured on an H100 (BASELINES.md)
 
 
 class HostMemory(BusMemory):

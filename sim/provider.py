@@ -42,6 +42,7 @@ class RtlProvider(EngineProvider):
         """All scenarios of one geometry in one simulator run (a reset between them); {name: Outcome}."""
         from driver.scenario import Outcome
         from rtl.params import EngineParams
+        from sim.job_types import ScenariosJob
         from sim.jobs import run_job
 
         groups: dict[tuple[int, int, int], list] = {}
@@ -50,25 +51,25 @@ class RtlProvider(EngineProvider):
         outcomes = {}
         for (nq, slots, regions), batch in groups.items():
             p = EngineParams(data_width=data_width, num_queues=nq, slots=slots, num_regions=regions, **params)
-            result = run_job(p, {"kind": "scenarios", "scenarios": [sc.to_json() for sc in batch]}, console=console)
+            result = run_job(p, ScenariosJob(tuple(batch)), console=console)
             outcomes.update({name: Outcome.from_json(o) for name, o in result["outcomes"].items()})
         return outcomes
 
     def run_workload(self, spec, data_width: int = DEFAULT_DATA_WIDTH, console=None, **params):
         """`arkdma demo`'s workload in the simulator, every byte checked; times are simulated clock."""
-        from dataclasses import asdict, replace
+        from dataclasses import replace
 
         from driver.workload import WorkloadResult, WorkloadRow
         from rtl.params import EngineParams
+        from sim.job_types import Timing, WorkloadJob
         from sim.jobs import run_job
-        from sim.tb import Timing
 
         p = EngineParams(data_width=data_width, **params)
         timing = Timing()
         asked = spec
         spec = replace(spec, bytes_per_size=min(spec.bytes_per_size, DEMO_BYTES_PER_SIZE),
                        max_descriptors=min(spec.max_descriptors, DEMO_MAX_DESCRIPTORS))
-        result = run_job(p, {"kind": "workload", "spec": asdict(spec), "timing": asdict(timing)}, console=console)
+        result = run_job(p, WorkloadJob(spec, timing), console=console)
         out = WorkloadResult(self.name, [WorkloadRow(**row) for row in result["rows"]])
         if spec != asked:
             out.notes.append(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 import cocotb
 from cocotb.clock import Clock
@@ -11,23 +10,8 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiMaster
 
-from sim.host_memory import ROUND_TRIP_NS, HostMemory, HostMemoryPort
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Clock and memory latencies of a simulation; defaults are a 250 MHz engine behind PCIe."""
-
-    clock_mhz: float = 250.0
-    read_latency_ns: float = ROUND_TRIP_NS  # read address -> first data beat
-    write_latency_ns: float = ROUND_TRIP_NS  # last write beat -> write response
-
-    @property
-    def period_ns(self) -> float:
-        return 1000.0 / self.clock_mhz
-
-    def cycles(self, ns: float) -> int:
-        return round(ns / self.period_ns)
+from sim.host_memory import HostMemory, HostMemoryPort
+from sim.job_types import Timing
 
 
 class EngineTB:

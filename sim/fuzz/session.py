@@ -20,7 +20,8 @@ from sim.fuzz.cases import Case
 from driver import player
 from sim.sim_port import SimPort
 from sim.stress_jobs import apply_pauses
-from sim.tb import EngineTB, Timing
+from sim.job_types import Timing
+from sim.tb import EngineTB
 
 SETTLE_CYCLES = 4000  # liveness bound: the completion words reach memory this soon after the engine is idle
 

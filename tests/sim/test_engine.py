@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from rtl.params import EngineParams
+from sim.job_types import BatchJob, PeriodicPause, RandomPause, ResetInFlightJob, ScenariosJob, Timing
 from tests.conformance.builder import COMPLETION_STRIDE, GEOMETRY, GUARD_BYTE
 from tests.conformance.compare import assert_same, check_expectations
 from tests.conformance.scenarios import all_scenarios, random_stream
@@ -17,8 +18,8 @@ from tests.sim.traffic import full_windows, random_traffic
 
 pytestmark = pytest.mark.sim
 PARAMS = EngineParams(data_width=512, **GEOMETRY)  # the build the conformance suite uses
-RANDOM_PAUSE = {"kind": "random", "probability": 0.3, "seed": 3}
-PERIODIC_IDLE = {"kind": "periodic", "run": 6, "idle": 4}
+RANDOM_PAUSE = RandomPause(probability=0.3, seed=3)
+PERIODIC_IDLE = PeriodicPause(run=6, idle=4)
 SCENARIOS = {s.name: s for s in all_scenarios()}
 # The default run plays a cheap selection under pauses (every byte moved costs Python time in the bus
 # models); the slow run plays every scenario under both.
@@ -28,35 +29,32 @@ UNDER_RANDOM_PAUSE = ["size_1", "size_65", "size_4097", "fence_chain", "disable_
 UNDER_PERIODIC_IDLE = ["ring_wrap", "ring_exactly_full", "zero_length", "errors_on_two_queues", "restart_after_error",
                        "reset_and_reuse"]
 TRAFFIC = random_traffic(seed=2026, per_queue=2500, max_bytes=1024)
-TIMING = {"read_latency_ns": 200.0, "write_latency_ns": 200.0}  # shorter than PCIe's: fewer idle cycles to simulate
+TIMING = Timing(read_latency_ns=200.0, write_latency_ns=200.0)  # shorter than PCIe's: fewer idle cycles to simulate
 WINDOWS, WINDOW_COPIES = full_windows()
 AFTER_RESET = random_stream(9, queues=2, count=30)
 
 
-def _reset_job(pause: dict | None) -> dict:
-    return {"kind": "reset_in_flight", "scenario": WINDOWS.to_json(), "reset_after": 700, "settle": 2000,
-            "then": AFTER_RESET.to_json(), "pause": pause}
+def _reset_job(pause: RandomPause | None) -> ResetInFlightJob:
+    return ResetInFlightJob(WINDOWS, reset_after=700, settle=2000, then=AFTER_RESET, pause=pause)
 
 
 JOBS = {
-    "random_pause": {"kind": "scenarios", "pause": RANDOM_PAUSE,
-                     "scenarios": [SCENARIOS[n].to_json() for n in UNDER_RANDOM_PAUSE]},
-    "periodic_idle": {"kind": "scenarios", "pause": PERIODIC_IDLE,
-                      "scenarios": [SCENARIOS[n].to_json() for n in UNDER_PERIODIC_IDLE]},
+    "random_pause": ScenariosJob(tuple(SCENARIOS[n] for n in UNDER_RANDOM_PAUSE), pause=RANDOM_PAUSE),
+    "periodic_idle": ScenariosJob(tuple(SCENARIOS[n] for n in UNDER_PERIODIC_IDLE), pause=PERIODIC_IDLE),
     "reset": _reset_job(None),
     "reset_paused": _reset_job(RANDOM_PAUSE),
-    "traffic": {"kind": "scenarios", "scenarios": [TRAFFIC.to_json()]},
+    "traffic": ScenariosJob((TRAFFIC,)),
 }
 
 
-def run_batch(jobs: dict[str, dict]) -> dict[str, dict]:
+def run_batch(jobs: dict[str, ScenariosJob | ResetInFlightJob]) -> dict[str, dict]:
     from sim.jobs import run_job
     from sim.toolchain import missing
 
     reason = missing()
     if reason:
         pytest.skip(f"cannot simulate here: {reason}")
-    result = run_job(PARAMS, {"kind": "batch", "timing": TIMING, "jobs": list(jobs.values())})
+    result = run_job(PARAMS, BatchJob(tuple(jobs.values()), TIMING))
     return dict(zip(jobs, result["results"]))
 
 
@@ -136,7 +134,7 @@ def test_reset_with_descriptors_in_flight(results, job):
 @pytest.mark.parametrize("pause", [RANDOM_PAUSE, PERIODIC_IDLE], ids=["random_pause", "periodic_idle"])
 def test_every_scenario_under_pauses(pause):
     names = [n for n in SCENARIOS if n != "size_1048576"]
-    raw = run_batch({"all": {"kind": "scenarios", "pause": pause, "scenarios": [SCENARIOS[n].to_json() for n in names]}})
+    raw = run_batch({"all": ScenariosJob(tuple(SCENARIOS[n] for n in names), pause=pause)})
     for name in names:
         _check_scenario(name, raw["all"]["outcomes"][name])
 
@@ -146,7 +144,7 @@ def test_random_traffic_100k_descriptors():
     big = random_traffic(seed=7, per_queue=25_000, max_bytes=4096)
     from driver.scenario import Outcome
 
-    raw = run_batch({"traffic": {"kind": "scenarios", "scenarios": [big.to_json()]}})["traffic"]
+    raw = run_batch({"traffic": ScenariosJob((big,))})["traffic"]
     out = Outcome.from_json(raw["outcomes"][big.name])
     assert_same(out, reference(big))
     assert out.queues[3]["halted"] and all(out.queues[q]["error"] == "NONE" for q in range(3))

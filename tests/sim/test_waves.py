@@ -40,6 +40,7 @@ def probe():
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
+    from sim.job_types import ScenariosJob, Timing
     from sim.jobs import run_job
     from sim.toolchain import missing
 
@@ -47,8 +48,8 @@ def traced(tmp_path_factory):
     if reason:
         pytest.skip(f"cannot simulate here: {reason}")
     scenario = probe()
-    timing = {"clock_mhz": CLOCK_MHZ, "read_latency_ns": LATENCY_NS, "write_latency_ns": LATENCY_NS}
-    result = run_job(PARAMS, {"kind": "scenarios", "scenarios": [scenario.to_json()], "timing": timing}, waves=True,
+    timing = Timing(clock_mhz=CLOCK_MHZ, read_latency_ns=LATENCY_NS, write_latency_ns=LATENCY_NS)
+    result = run_job(PARAMS, ScenariosJob((scenario,), timing), waves=True,
                      keep=tmp_path_factory.mktemp("waves"))
     return scenario, result
 
