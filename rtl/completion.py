@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from driver.abi import ErrorCode, Resp
 
-from rtl.jobs import DoneKind, centry_layout, done_layout
+from rtl.records import DoneKind, centry_layout, done_layout
 from rtl.params import EngineParams
 
 

@@ -8,7 +8,7 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from driver.abi import COMPLETION_BYTES, ErrorCode, Perm
-from rtl.jobs import CODE_BITS
+from rtl.records import CODE_BITS, completion_writer_events_signature
 from rtl.params import EngineParams
 from rtl.region_table import lookup_signature
 from rtl.round_robin import RoundRobin
@@ -34,12 +34,7 @@ class CompletionWriter(wiring.Component):
             "compl_region": In(data.ArrayLayout(16, nq)),
             "compl_offset": In(data.ArrayLayout(64, nq)),
             "region": Out(lookup_signature()),
-            "take_valid": Out(1), "take_queue": Out(p.queue_bits),
-            "ok_valid": Out(1), "ok_queue": Out(p.queue_bits),
-            "fail_valid": Out(1), "fail_queue": Out(p.queue_bits), "fail_code": Out(CODE_BITS), "fail_ready": In(1),
-            "issue_valid": Out(1), "issue_queue": Out(p.queue_bits),
-            "ack_valid": Out(1), "ack_queue": Out(p.queue_bits),
-            "hold_valid": Out(1), "hold_queue": Out(p.queue_bits),  # a word taken, its write not yet issued
+            "events": Out(completion_writer_events_signature(p.queue_bits)),
             "bus": Out(write_source_signature(p.data_width)),
             "idle": Out(1),
         })
@@ -63,8 +58,8 @@ class CompletionWriter(wiring.Component):
         # `take` happens in IDLE, before `q` holds the grant: it names the queue granted now. (Naming `q`, the
         # queue served before, cleared that queue's dirty bit: a word due after its capture was never
         # written, e.g. the halt of a queue when another queue's word was written next.)
-        m.d.comb += [self.take_queue.eq(rr.grant), self.ok_queue.eq(q), self.fail_queue.eq(q),
-                     self.fail_code.eq(code), self.issue_queue.eq(q)]
+        m.d.comb += [self.events.take.queue.eq(rr.grant), self.events.ok.queue.eq(q), self.events.fail.queue.eq(q),
+                     self.events.fail.code.eq(code), self.events.issue.queue.eq(q)]
         with m.If(entry.perms == 0):
             m.d.comb += code.eq(ErrorCode.UNKNOWN_REGION)
         with m.Elif(~entry.perms[(Perm.WRITE).bit_length() - 1]):
@@ -85,7 +80,7 @@ class CompletionWriter(wiring.Component):
         m.d.comb += rr.requests.eq((self.dirty | self.checking) & ~self.flush.replicate(p.num_queues))
         with m.FSM() as fsm:
             with m.State("IDLE"):
-                m.d.comb += [rr.advance.eq(1), self.take_valid.eq(rr.valid),
+                m.d.comb += [rr.advance.eq(1), self.events.take.valid.eq(rr.valid),
                              self.region.en.eq(1), self.region.id.eq(self.compl_region[rr.grant])]
                 with m.If(rr.valid):
                     m.d.sync += [q.eq(rr.grant), value.eq(self.word[rr.grant]),
@@ -95,17 +90,17 @@ class CompletionWriter(wiring.Component):
             with m.State("LOOK"):
                 m.d.sync += [addr.eq(entry.addr + offset), aw_done.eq(0), w_done.eq(0)]
                 with m.If(code != 0):
-                    m.d.comb += self.fail_valid.eq(check)
-                    with m.If(~check | self.fail_ready):
+                    m.d.comb += self.events.fail.valid.eq(check)
+                    with m.If(~check | self.events.fail.ready):
                         m.next = "IDLE"
                 with m.Else():
-                    m.d.comb += self.ok_valid.eq(check)
+                    m.d.comb += self.events.ok.valid.eq(check)
                     m.next = "WRITE"
             with m.State("WRITE"):
                 m.d.comb += [bus.aw_valid.eq(~aw_done & acks.w_rdy), bus.w_valid.eq(~w_done)]
                 aw_now = bus.aw_valid & bus.aw_ready
                 w_now = bus.w_valid & bus.w_ready
-                m.d.comb += [self.issue_valid.eq(aw_now), acks.w_en.eq(aw_now), acks.w_data.eq(q)]
+                m.d.comb += [self.events.issue.valid.eq(aw_now), acks.w_en.eq(aw_now), acks.w_data.eq(q)]
                 with m.If(aw_now):
                     m.d.sync += aw_done.eq(1)
                 with m.If(w_now):
@@ -114,10 +109,10 @@ class CompletionWriter(wiring.Component):
                     m.next = "IDLE"
         m.d.comb += [
             bus.b_ready.eq(1),
-            self.ack_valid.eq(bus.b_valid), self.ack_queue.eq(acks.r_data), acks.r_en.eq(bus.b_valid),
+            self.events.ack.valid.eq(bus.b_valid), self.events.ack.queue.eq(acks.r_data), acks.r_en.eq(bus.b_valid),
         ]
         # Between `take` (dirty cleared) and `issue` (counted outstanding) the queue's word is held here: the
         # queue stays busy meanwhile, or STATUS.BUSY falls while memory still has the old word.
-        m.d.comb += [self.hold_valid.eq(~fsm.ongoing("IDLE")), self.hold_queue.eq(q)]
+        m.d.comb += [self.events.hold.valid.eq(~fsm.ongoing("IDLE")), self.events.hold.queue.eq(q)]
         m.d.comb += self.idle.eq(fsm.ongoing("IDLE") & ~rr.valid & ~acks.r_rdy)
         return m

@@ -12,7 +12,7 @@ from rtl.axil_slave import AxiLiteSlave
 from rtl.completion import CompletionUnit
 from rtl.completion_writer import CompletionWriter
 from rtl.error_log import ErrorLog
-from rtl.jobs import centry_layout, job_layout, wentry_layout
+from rtl.records import centry_layout, job_layout, wentry_layout
 from rtl.params import ADDR_WIDTH, EngineParams
 from rtl.queues import Queues
 from rtl.read_engine import ReadEngine
@@ -84,19 +84,12 @@ class Engine(wiring.Component):
         wiring.connect(m, wiring.flipped(self.win), windows.axi)
 
         # registers
+        wiring.connect(m, regs.queues, queues.regs)
+        wiring.connect(m, regs.regions, regions.regs)
+        wiring.connect(m, errlog.read, regs.log)
+        wiring.connect(m, queues.log, errlog.push)
         m.d.comb += [
             soft_reset.eq(regs.soft_reset),
-            queues.hw_valid.eq(regs.q_w_valid), queues.hw_queue.eq(regs.q_w_queue),
-            queues.hw_offset.eq(regs.q_w_offset), queues.hw_data.eq(regs.q_w_data),
-            queues.hr_queue.eq(regs.q_r_queue), queues.hr_offset.eq(regs.q_r_offset),
-            regs.q_r_data.eq(queues.hr_data), regs.q_r_word.eq(queues.hr_word),
-            regions.w_valid.eq(regs.r_w_valid), regions.w_region.eq(regs.r_w_region),
-            regions.w_offset.eq(regs.r_w_offset), regions.w_data.eq(regs.r_w_data),
-            regions.r_en.eq(regs.r_r_en), regions.r_region.eq(regs.r_r_region),
-            regions.r_offset.eq(regs.r_r_offset), regs.r_r_data.eq(regions.r_data),
-            regs.log_valid.eq(errlog.valid), regs.log_head.eq(errlog.head), regs.log_overflow.eq(errlog.overflow),
-            errlog.pop.eq(regs.log_pop),
-            errlog.push_valid.eq(queues.log_valid), errlog.push.eq(queues.log),
             queues.engine_enable.eq(regs.engine_enable), queues.flush.eq(regs.flush), cw.flush.eq(regs.flush),
             regs.halted_any.eq(queues.halted.any()),
             regs.descriptors.eq(completion.descriptors), regs.bytes.eq(completion.bytes),
@@ -111,25 +104,22 @@ class Engine(wiring.Component):
             windows.rd_en.eq(validator.win_en), windows.rd_queue.eq(validator.win_queue),
             windows.rd_slot.eq(validator.win_slot), validator.win_desc.eq(windows.rd_desc),
             validator.inflight_zero.eq(queues.inflight_zero),
-            queues.squash_valid.eq(validator.squash_valid), queues.squash_queue.eq(validator.squash_queue),
-            queues.squash_index.eq(validator.squash_index),
-            queues.issue_valid.eq(validator.issue_valid), queues.issue_queue.eq(validator.issue_queue),
-            queues.stop_v_valid.eq(validator.stop_valid), queues.stop_v_queue.eq(validator.stop_queue),
-            queues.stop_v_index.eq(validator.stop_index),
-            queues.stop_p_valid.eq(planner.stop_valid), queues.stop_p_queue.eq(planner.stop_queue),
-            queues.stop_p_index.eq(planner.stop_index),
         ]
+        wiring.connect(m, validator.squash, queues.squash)
+        wiring.connect(m, validator.issue, queues.issue)
+        wiring.connect(m, validator.stop, queues.stop_v)
+        wiring.connect(m, planner.stop, queues.stop_p)
         wiring.connect(m, validator.src, regions.src)
         wiring.connect(m, validator.dst, regions.dst)
         wiring.connect(m, cw.region, regions.cw)
 
         # validator -> read engine -> write planner
         jobq = m.submodules.jobq = SyncFIFO(width=job_layout(p).size, depth=JOB_QUEUE)
-        _feed(m, validator.job, jobq)
-        _drain(m, jobq, reader.job)
+        wiring.connect(m, validator.job, jobq.w_stream)
+        wiring.connect(m, jobq.r_stream, reader.job)
         wjobq = m.submodules.wjobq = SyncFIFOBuffered(width=job_layout(p).size, depth=max(16, p.reads_outstanding))
-        _feed(m, reader.wjob, wjobq)
-        _drain(m, wjobq, planner.wjob)
+        wiring.connect(m, reader.wjob, wjobq.w_stream)
+        wiring.connect(m, wjobq.r_stream, planner.wjob)
         wiring.connect(m, queues.stops, validator.stops, reader.stops, planner.stops)
 
         # reads
@@ -157,11 +147,11 @@ class Engine(wiring.Component):
             wdata.filled.eq(tracker.filled),
         ]
         went = m.submodules.went = SyncFIFO(width=wentry_layout(p).size, depth=W_ENTRIES)
-        _feed(m, planner.went, went)
-        _drain(m, went, wdata.went)
+        wiring.connect(m, planner.went, went.w_stream)
+        wiring.connect(m, went.r_stream, wdata.went)
         centq = m.submodules.centq = SyncFIFOBuffered(width=centry_layout(p).size, depth=p.writes_outstanding)
-        _feed(m, planner.cent, centq)
-        _drain(m, centq, completion.cent)
+        wiring.connect(m, planner.cent, centq.w_stream)
+        wiring.connect(m, centq.r_stream, completion.cent)
 
         d = wmux.data
         m.d.comb += [
@@ -187,14 +177,8 @@ class Engine(wiring.Component):
             queues.done_valid.eq(completion.done_valid), queues.done.eq(completion.done),
             cw.dirty.eq(queues.dirty), cw.checking.eq(queues.checking), cw.word.eq(queues.word),
             cw.compl_region.eq(queues.compl_region), cw.compl_offset.eq(queues.compl_offset),
-            queues.cw_take_valid.eq(cw.take_valid), queues.cw_take_queue.eq(cw.take_queue),
-            queues.cw_ok_valid.eq(cw.ok_valid), queues.cw_ok_queue.eq(cw.ok_queue),
-            queues.cw_fail_valid.eq(cw.fail_valid), queues.cw_fail_queue.eq(cw.fail_queue),
-            queues.cw_fail_code.eq(cw.fail_code), cw.fail_ready.eq(queues.cw_fail_ready),
-            queues.cw_issue_valid.eq(cw.issue_valid), queues.cw_issue_queue.eq(cw.issue_queue),
-            queues.cw_ack_valid.eq(cw.ack_valid), queues.cw_ack_queue.eq(cw.ack_queue),
-            queues.cw_hold_valid.eq(cw.hold_valid), queues.cw_hold_queue.eq(cw.hold_queue),
         ]
+        wiring.connect(m, cw.events, queues.cw)
 
         drained = Signal()
         m.d.comb += [
@@ -205,12 +189,3 @@ class Engine(wiring.Component):
         ]
         return m
 
-
-def _feed(m: Module, source, fifo) -> None:
-    """A stream into a FIFO."""
-    m.d.comb += [fifo.w_en.eq(source.valid), fifo.w_data.eq(source.payload), source.ready.eq(fifo.w_rdy)]
-
-
-def _drain(m: Module, fifo, sink) -> None:
-    """A FIFO out to a stream."""
-    m.d.comb += [sink.valid.eq(fifo.r_rdy), sink.payload.eq(fifo.r_data), fifo.r_en.eq(sink.ready)]

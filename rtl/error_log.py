@@ -7,7 +7,7 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
-from rtl.jobs import errlog_layout
+from rtl.records import errlog_layout, errlog_push_signature, errlog_read_signature
 
 
 class ErrorLog(wiring.Component):
@@ -17,19 +17,17 @@ class ErrorLog(wiring.Component):
     def __init__(self, depth: int):
         self.depth = depth
         super().__init__({
-            "push_valid": In(1), "push": In(errlog_layout()),
-            "pop": In(1),
-            "valid": Out(1), "head": Out(errlog_layout()),
-            "overflow": Out(1),
+            "push": In(errlog_push_signature()),
+            "read": Out(errlog_read_signature()),
         })
 
     def elaborate(self, platform):
         m = Module()
         fifo = m.submodules.fifo = SyncFIFO(width=errlog_layout().size, depth=self.depth)
         m.d.comb += [
-            fifo.w_en.eq(self.push_valid), fifo.w_data.eq(self.push),
-            fifo.r_en.eq(self.pop), self.valid.eq(fifo.r_rdy), self.head.eq(fifo.r_data),
+            fifo.w_en.eq(self.push.valid), fifo.w_data.eq(self.push.entry),
+            fifo.r_en.eq(self.read.pop), self.read.valid.eq(fifo.r_rdy), self.read.head.eq(fifo.r_data),
         ]
-        with m.If(self.push_valid & ~fifo.w_rdy):
-            m.d.sync += self.overflow.eq(1)
+        with m.If(self.push.valid & ~fifo.w_rdy):
+            m.d.sync += self.read.overflow.eq(1)
         return m

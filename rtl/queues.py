@@ -8,7 +8,8 @@ from amaranth.lib.wiring import In, Out
 
 from driver.abi import COMPLETION_ERROR_BIT, QUEUE, ErrorCode
 from rtl.abi_layouts import bits_of
-from rtl.jobs import CODE_BITS, INDEX_BITS, DoneKind, done_layout, errlog_layout, pick_layout, stops_signature
+from rtl.records import (CODE_BITS, INDEX_BITS, DoneKind, completion_writer_events_signature, done_layout,
+                         errlog_push_signature, event_signature, pick_layout, stops_signature, table_port_signature)
 from rtl.params import EngineParams
 from rtl.round_robin import RoundRobin
 
@@ -37,29 +38,22 @@ class Queues(wiring.Component):
             "engine_enable": In(1),
             "flush": In(1),
             # host registers
-            "hw_valid": In(1), "hw_queue": In(p.queue_bits), "hw_offset": In(6), "hw_data": In(32),
-            "hr_queue": In(p.queue_bits), "hr_offset": In(6), "hr_data": Out(32), "hr_word": Out(64),
+            "regs": In(table_port_signature(p.queue_bits, 6, word=True)),
             # scheduler
             "pick": Out(stream.Signature(pick_layout(p))),
             # validator
-            "squash_valid": In(1), "squash_queue": In(p.queue_bits), "squash_index": In(INDEX_BITS),
-            "issue_valid": In(1), "issue_queue": In(p.queue_bits),
+            "squash": In(event_signature(p.queue_bits, index=True)),
+            "issue": In(event_signature(p.queue_bits)),
             # an error was found at a producer index: the queue stops, descriptors after it are dropped
-            "stop_v_valid": In(1), "stop_v_queue": In(p.queue_bits), "stop_v_index": In(INDEX_BITS),
-            "stop_p_valid": In(1), "stop_p_queue": In(p.queue_bits), "stop_p_index": In(INDEX_BITS),
+            "stop_v": In(event_signature(p.queue_bits, index=True)),  # by the validator
+            "stop_p": In(event_signature(p.queue_bits, index=True)),  # by the write planner
             "stops": Out(stops_signature(p)),
             # completion
             "done_valid": In(1), "done": In(done_layout(p)),
             # completion writer
-            "cw_take_valid": In(1), "cw_take_queue": In(p.queue_bits),
-            "cw_ok_valid": In(1), "cw_ok_queue": In(p.queue_bits),
-            "cw_fail_valid": In(1), "cw_fail_queue": In(p.queue_bits), "cw_fail_code": In(CODE_BITS),
-            "cw_fail_ready": Out(1),
-            "cw_issue_valid": In(1), "cw_issue_queue": In(p.queue_bits),
-            "cw_ack_valid": In(1), "cw_ack_queue": In(p.queue_bits),
-            "cw_hold_valid": In(1), "cw_hold_queue": In(p.queue_bits),
+            "cw": In(completion_writer_events_signature(p.queue_bits)),
             # error log
-            "log_valid": Out(1), "log": Out(errlog_layout()),
+            "log": Out(errlog_push_signature()),
             # state, one entry per queue
             "enabled": Out(nq), "halted": Out(nq), "dirty": Out(nq), "checking": Out(nq),
             "busy": Out(nq), "inflight_zero": Out(nq),
@@ -85,25 +79,25 @@ class Queues(wiring.Component):
         done, dk = self.done, self.done.kind
         m.d.comb += self.stops.flush.eq(self.flush)
         halt_now = Signal()  # the completion stage halts a queue this cycle (it owns the log port)
-        m.d.comb += [halt_now.eq(self.done_valid & (dk == DoneKind.HALT)), self.cw_fail_ready.eq(~halt_now)]
+        m.d.comb += [halt_now.eq(self.done_valid & (dk == DoneKind.HALT)), self.cw.fail.ready.eq(~halt_now)]
 
         rows = []
         for i in range(nq):
             q = _QueueRegs(i, cb)
             rows.append(q)
-            w = self.hw_valid & (self.hw_queue == i) & ~self.flush
+            w = self.regs.w_valid & (self.regs.w_index == i) & ~self.flush
             inflight = Signal(cb, name=f"q{i}_inflight")
             m.d.comb += inflight.eq(q.issued - q.retired)
             idle_pipe = Signal(name=f"q{i}_idle_pipe")
-            held = self.cw_hold_valid & (self.cw_hold_queue == i)  # its word between take and issue
+            held = self.cw.hold.valid & (self.cw.hold.queue == i)  # its word between take and issue
             m.d.comb += idle_pipe.eq((inflight == 0) & ~q.disabling & (q.cw_out == 0) & ~held)
 
             # host register writes
             with m.If(w):
-                with m.Switch(self.hw_offset):
+                with m.Switch(self.regs.w_offset):
                     with m.Case(off["CONTROL"]):
-                        m.d.sync += q.ctl.eq(self.hw_data[enable_bit])
-                        with m.If(self.hw_data[enable_bit]):
+                        m.d.sync += q.ctl.eq(self.regs.w_data[enable_bit])
+                        with m.If(self.regs.w_data[enable_bit]):
                             with m.If(~q.enabled):
                                 m.d.sync += q.en_pending.eq(1)
                         with m.Else():
@@ -111,36 +105,36 @@ class Queues(wiring.Component):
                             with m.If(q.enabled):
                                 m.d.sync += [q.enabled.eq(0), q.disabling.eq(1), q.draining.eq(1), q.db_pend.eq(0)]
                     with m.Case(off["START_LO"]):
-                        m.d.sync += q.start[:32].eq(self.hw_data)
+                        m.d.sync += q.start[:32].eq(self.regs.w_data)
                     with m.Case(off["START_HI"]):
-                        m.d.sync += q.start[32:].eq(self.hw_data)
+                        m.d.sync += q.start[32:].eq(self.regs.w_data)
                     with m.Case(off["COMPL_REGION"]):
-                        m.d.sync += q.compl_region.eq(self.hw_data[:16])
+                        m.d.sync += q.compl_region.eq(self.regs.w_data[:16])
                     with m.Case(off["COMPL_OFFSET_LO"]):
-                        m.d.sync += q.compl_offset[:32].eq(self.hw_data)
+                        m.d.sync += q.compl_offset[:32].eq(self.regs.w_data)
                     with m.Case(off["COMPL_OFFSET_HI"]):
-                        m.d.sync += q.compl_offset[32:].eq(self.hw_data)
+                        m.d.sync += q.compl_offset[32:].eq(self.regs.w_data)
 
             # doorbell: an error is kept until the descriptors posted before it have run
             delta = Signal(32, name=f"q{i}_delta")
             ring = Signal(33, name=f"q{i}_ring")
             # posted - completed + delta, in one subtraction: it cannot wrap when delta is not backwards
-            m.d.comb += [delta.eq(self.hw_data - q.posted), ring.eq((self.hw_data - q.completed[:32])[:32])]
-            with m.If(w & (self.hw_offset == off["DOORBELL"]) & q.enabled & ~q.halting & ~q.db_pend):
+            m.d.comb += [delta.eq(self.regs.w_data - q.posted), ring.eq((self.regs.w_data - q.completed[:32])[:32])]
+            with m.If(w & (self.regs.w_offset == off["DOORBELL"]) & q.enabled & ~q.halting & ~q.db_pend):
                 with m.If(delta[31]):
-                    m.d.sync += [q.db_pend.eq(1), q.db_code.eq(ErrorCode.DOORBELL_BACKWARDS), q.db_value.eq(self.hw_data)]
+                    m.d.sync += [q.db_pend.eq(1), q.db_code.eq(ErrorCode.DOORBELL_BACKWARDS), q.db_value.eq(self.regs.w_data)]
                 with m.Elif(ring > p.slots):
-                    m.d.sync += [q.db_pend.eq(1), q.db_code.eq(ErrorCode.RING_OVERFLOW), q.db_value.eq(self.hw_data)]
+                    m.d.sync += [q.db_pend.eq(1), q.db_code.eq(ErrorCode.RING_OVERFLOW), q.db_value.eq(self.regs.w_data)]
                 with m.Else():
-                    m.d.sync += q.posted.eq(self.hw_data)
+                    m.d.sync += q.posted.eq(self.regs.w_data)
 
             # completion-word writer: `take` clears dirty; every event below that sets it wins
-            with m.If(self.cw_take_valid & (self.cw_take_queue == i)):
+            with m.If(self.cw.take.valid & (self.cw.take.queue == i)):
                 m.d.sync += q.dirty.eq(0)
-            with m.If(self.cw_ok_valid & (self.cw_ok_queue == i)):
+            with m.If(self.cw.ok.valid & (self.cw.ok.queue == i)):
                 m.d.sync += q.checking.eq(0)
-            m.d.sync += q.cw_out.eq(q.cw_out + (self.cw_issue_valid & (self.cw_issue_queue == i))
-                                    - (self.cw_ack_valid & (self.cw_ack_queue == i)))
+            m.d.sync += q.cw_out.eq(q.cw_out + (self.cw.issue.valid & (self.cw.issue.queue == i))
+                                    - (self.cw.ack.valid & (self.cw.ack.queue == i)))
 
             # enable, once drained
             with m.If(q.en_pending & idle_pipe & ~self.flush):
@@ -161,19 +155,19 @@ class Queues(wiring.Component):
                     m.d.sync += q.dispatched.eq(q.dispatched + 1)
             with m.If(q.fence & (inflight == 0)):
                 m.d.sync += q.fence.eq(0)
-            with m.If(self.squash_valid & (self.squash_queue == i)):
+            with m.If(self.squash.valid & (self.squash.queue == i)):
                 # a pick of this queue in the same cycle is dropped by the validator: forget its token too
-                m.d.sync += [q.dispatched.eq(self.squash_index), q.fence.eq(1), q.db_sent.eq(0)]
-            with m.If(self.issue_valid & (self.issue_queue == i)):
+                m.d.sync += [q.dispatched.eq(self.squash.index), q.fence.eq(1), q.db_sent.eq(0)]
+            with m.If(self.issue.valid & (self.issue.queue == i)):
                 m.d.sync += q.issued.eq(q.issued + 1)
             # stops, oldest source last so that it wins: validator, write planner, completion
-            for valid, queue, index in ((self.stop_v_valid, self.stop_v_queue, self.stop_v_index),
-                                        (self.stop_p_valid, self.stop_p_queue, self.stop_p_index),
+            for valid, queue, index in ((self.stop_v.valid, self.stop_v.queue, self.stop_v.index),
+                                        (self.stop_p.valid, self.stop_p.queue, self.stop_p.index),
                                         (halt_now, done.queue, done.index)):
                 earlier = (index - q.stop_at)[:INDEX_BITS].as_signed() < 0
                 with m.If(valid & (queue == i) & (~q.halting | earlier)):
                     m.d.sync += [q.halting.eq(1), q.stop_at.eq(index)]
-                if valid is not self.stop_v_valid:
+                if valid is not self.stop_v.valid:
                     with m.If(valid & (queue == i)):
                         m.d.sync += q.hard.eq(1)
 
@@ -187,8 +181,8 @@ class Queues(wiring.Component):
                 with m.If((dk == DoneKind.HALT) & ~q.halted):
                     m.d.sync += [q.halted.eq(1), q.code.eq(done.code), q.cookie.eq(done.cookie),
                                  q.err_index.eq(done.index), q.dirty.eq(1)]
-            with m.If(self.cw_fail_valid & self.cw_fail_ready & (self.cw_fail_queue == i)):
-                m.d.sync += [q.halted.eq(1), q.halting.eq(1), q.hard.eq(1), q.checking.eq(0), q.code.eq(self.cw_fail_code),
+            with m.If(self.cw.fail.valid & self.cw.fail.ready & (self.cw.fail.queue == i)):
+                m.d.sync += [q.halted.eq(1), q.halting.eq(1), q.hard.eq(1), q.checking.eq(0), q.code.eq(self.cw.fail.code),
                              q.cookie.eq(0), q.err_index.eq(q.start[:32])]
 
             has_work = Signal(name=f"q{i}_has_work")
@@ -207,13 +201,13 @@ class Queues(wiring.Component):
 
         # error log: halts from the completion stage, else a failed completion-location check
         with m.If(halt_now):
-            m.d.comb += [self.log_valid.eq(_pick(rows, done.queue, lambda q: ~q.halted)),
-                         self.log.code.eq(done.code), self.log.queue.eq(done.queue),
-                         self.log.cookie.eq(done.cookie), self.log.index.eq(done.index)]
-        with m.Elif(self.cw_fail_valid):
-            m.d.comb += [self.log_valid.eq(1), self.log.code.eq(self.cw_fail_code),
-                         self.log.queue.eq(self.cw_fail_queue), self.log.cookie.eq(0),
-                         self.log.index.eq(_pick(rows, self.cw_fail_queue, lambda q: q.start[:32]))]
+            m.d.comb += [self.log.valid.eq(_pick(rows, done.queue, lambda q: ~q.halted)),
+                         self.log.entry.code.eq(done.code), self.log.entry.queue.eq(done.queue),
+                         self.log.entry.cookie.eq(done.cookie), self.log.entry.index.eq(done.index)]
+        with m.Elif(self.cw.fail.valid):
+            m.d.comb += [self.log.valid.eq(1), self.log.entry.code.eq(self.cw.fail.code),
+                         self.log.entry.queue.eq(self.cw.fail.queue), self.log.entry.cookie.eq(0),
+                         self.log.entry.index.eq(_pick(rows, self.cw.fail.queue, lambda q: q.start[:32]))]
 
         token = Signal()
         m.d.comb += token.eq(_pick(rows, chosen, lambda q: (q.dispatched == q.posted) & q.db_pend))
@@ -228,37 +222,37 @@ class Queues(wiring.Component):
 
         # host reads (combinational on hr_queue/hr_offset)
         status = {name: bits_of(QUEUE, "STATUS", name) for name in ("ENABLED", "BUSY", "HALTED", "CODE")}
-        with m.Switch(self.hr_offset):
+        with m.Switch(self.regs.r_offset):
             with m.Case(off["CONTROL"]):
-                m.d.comb += self.hr_data[enable_bit].eq(_pick(rows, self.hr_queue, lambda q: q.ctl))
+                m.d.comb += self.regs.r_data[enable_bit].eq(_pick(rows, self.regs.r_index, lambda q: q.ctl))
             with m.Case(off["STATUS"]):
                 m.d.comb += [
-                    self.hr_data[status["ENABLED"]].eq(self.enabled.bit_select(self.hr_queue, 1)),
-                    self.hr_data[status["BUSY"]].eq(self.busy.bit_select(self.hr_queue, 1)),
-                    self.hr_data[status["HALTED"]].eq(self.halted.bit_select(self.hr_queue, 1)),
-                    self.hr_data[status["CODE"]].eq(_pick(rows, self.hr_queue, lambda q: q.code)),
+                    self.regs.r_data[status["ENABLED"]].eq(self.enabled.bit_select(self.regs.r_index, 1)),
+                    self.regs.r_data[status["BUSY"]].eq(self.busy.bit_select(self.regs.r_index, 1)),
+                    self.regs.r_data[status["HALTED"]].eq(self.halted.bit_select(self.regs.r_index, 1)),
+                    self.regs.r_data[status["CODE"]].eq(_pick(rows, self.regs.r_index, lambda q: q.code)),
                 ]
             with m.Case(off["DOORBELL"]):
-                m.d.comb += self.hr_data.eq(_pick(rows, self.hr_queue, lambda q: q.posted))
+                m.d.comb += self.regs.r_data.eq(_pick(rows, self.regs.r_index, lambda q: q.posted))
             with m.Case(off["START_LO"]):
-                m.d.comb += self.hr_data.eq(_pick(rows, self.hr_queue, lambda q: q.start[:32]))
+                m.d.comb += self.regs.r_data.eq(_pick(rows, self.regs.r_index, lambda q: q.start[:32]))
             with m.Case(off["START_HI"]):
-                m.d.comb += self.hr_data.eq(_pick(rows, self.hr_queue, lambda q: q.start[32:]))
+                m.d.comb += self.regs.r_data.eq(_pick(rows, self.regs.r_index, lambda q: q.start[32:]))
             with m.Case(off["COMPLETED_LO"]):
-                m.d.comb += self.hr_data.eq(self.hr_word[:32])
+                m.d.comb += self.regs.r_data.eq(self.regs.r_word[:32])
             with m.Case(off["COMPLETED_HI"]):
-                m.d.comb += self.hr_data.eq(self.hr_word[32:])
+                m.d.comb += self.regs.r_data.eq(self.regs.r_word[32:])
             with m.Case(off["COMPL_REGION"]):
-                m.d.comb += self.hr_data.eq(_pick(rows, self.hr_queue, lambda q: q.compl_region))
+                m.d.comb += self.regs.r_data.eq(_pick(rows, self.regs.r_index, lambda q: q.compl_region))
             with m.Case(off["COMPL_OFFSET_LO"]):
-                m.d.comb += self.hr_data.eq(_pick(rows, self.hr_queue, lambda q: q.compl_offset[:32]))
+                m.d.comb += self.regs.r_data.eq(_pick(rows, self.regs.r_index, lambda q: q.compl_offset[:32]))
             with m.Case(off["COMPL_OFFSET_HI"]):
-                m.d.comb += self.hr_data.eq(_pick(rows, self.hr_queue, lambda q: q.compl_offset[32:]))
+                m.d.comb += self.regs.r_data.eq(_pick(rows, self.regs.r_index, lambda q: q.compl_offset[32:]))
             with m.Case(off["ERROR_COOKIE"]):
-                m.d.comb += self.hr_data.eq(_pick(rows, self.hr_queue, lambda q: q.cookie))
+                m.d.comb += self.regs.r_data.eq(_pick(rows, self.regs.r_index, lambda q: q.cookie))
             with m.Case(off["ERROR_INDEX"]):
-                m.d.comb += self.hr_data.eq(_pick(rows, self.hr_queue, lambda q: q.err_index))
-        m.d.comb += self.hr_word.eq(self.word[self.hr_queue])
+                m.d.comb += self.regs.r_data.eq(_pick(rows, self.regs.r_index, lambda q: q.err_index))
+        m.d.comb += self.regs.r_word.eq(self.word[self.regs.r_index])
         assert COMPLETION_ERROR_BIT == 63, "the completion word is Cat(completed[0:63], halted)"
         return m
 

@@ -7,7 +7,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl import bursts
-from rtl.jobs import JobKind, job_layout, stops_signature
+from rtl.records import JobKind, job_layout, stops_signature
 from rtl.params import EngineParams
 
 

@@ -7,7 +7,7 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from driver.abi import REGION, REGION_ID_BITS
-from rtl.jobs import region_entry_layout
+from rtl.records import region_entry_layout, table_port_signature
 from rtl.params import EngineParams
 
 LOOKUPS = ("src", "dst", "cw")  # validator source and destination, completion writer
@@ -27,8 +27,7 @@ class RegionTable(wiring.Component):
     def __init__(self, p: EngineParams):
         self.p = p
         members = {
-            "w_valid": In(1), "w_region": In(p.region_bits), "w_offset": In(5), "w_data": In(32),
-            "r_en": In(1), "r_region": In(p.region_bits), "r_offset": In(5), "r_data": Out(32),
+            "regs": In(table_port_signature(p.region_bits, 5, read_enable=True)),
         }
         for name in LOOKUPS:
             members[name] = In(lookup_signature())
@@ -44,21 +43,21 @@ class RegionTable(wiring.Component):
 
         off = {r.name: r.offset for r in REGION.registers}
         wp = table.write_port()
-        m.d.comb += [wp.addr.eq(self.w_region), wp.data.addr.eq(shadow_addr), wp.data.size.eq(shadow_size),
-                     wp.data.perms.eq(self.w_data[:2])]
-        with m.If(self.w_valid):
-            with m.Switch(self.w_offset):
+        m.d.comb += [wp.addr.eq(self.regs.w_index), wp.data.addr.eq(shadow_addr), wp.data.size.eq(shadow_size),
+                     wp.data.perms.eq(self.regs.w_data[:2])]
+        with m.If(self.regs.w_valid):
+            with m.Switch(self.regs.w_offset):
                 with m.Case(off["ADDR_LO"]):
-                    m.d.sync += shadow_addr[:32].eq(self.w_data)
+                    m.d.sync += shadow_addr[:32].eq(self.regs.w_data)
                 with m.Case(off["ADDR_HI"]):
-                    m.d.sync += shadow_addr[32:].eq(self.w_data)
+                    m.d.sync += shadow_addr[32:].eq(self.regs.w_data)
                 with m.Case(off["SIZE_LO"]):
-                    m.d.sync += shadow_size[:32].eq(self.w_data)
+                    m.d.sync += shadow_size[:32].eq(self.regs.w_data)
                 with m.Case(off["SIZE_HI"]):
-                    m.d.sync += shadow_size[32:].eq(self.w_data)
+                    m.d.sync += shadow_size[32:].eq(self.regs.w_data)
                 with m.Case(off["PERMS"]):
                     m.d.comb += wp.en.eq(1)
-                    m.d.sync += valid.bit_select(self.w_region, 1).eq(self.w_data[:2] != 0)
+                    m.d.sync += valid.bit_select(self.regs.w_index, 1).eq(self.regs.w_data[:2] != 0)
 
         for name in LOOKUPS:
             port = getattr(self, name)
@@ -73,19 +72,19 @@ class RegionTable(wiring.Component):
         hp = table.read_port()
         r_offset = Signal(5)
         r_known = Signal()
-        m.d.comb += [hp.addr.eq(self.r_region), hp.en.eq(self.r_en)]
-        with m.If(self.r_en):
-            m.d.sync += [r_offset.eq(self.r_offset), r_known.eq(valid.bit_select(self.r_region, 1))]
+        m.d.comb += [hp.addr.eq(self.regs.r_index), hp.en.eq(self.regs.r_en)]
+        with m.If(self.regs.r_en):
+            m.d.sync += [r_offset.eq(self.regs.r_offset), r_known.eq(valid.bit_select(self.regs.r_index, 1))]
         with m.Switch(r_offset):
             with m.Case(off["ADDR_LO"]):
-                m.d.comb += self.r_data.eq(hp.data.addr[:32])
+                m.d.comb += self.regs.r_data.eq(hp.data.addr[:32])
             with m.Case(off["ADDR_HI"]):
-                m.d.comb += self.r_data.eq(hp.data.addr[32:])
+                m.d.comb += self.regs.r_data.eq(hp.data.addr[32:])
             with m.Case(off["SIZE_LO"]):
-                m.d.comb += self.r_data.eq(hp.data.size[:32])
+                m.d.comb += self.regs.r_data.eq(hp.data.size[:32])
             with m.Case(off["SIZE_HI"]):
-                m.d.comb += self.r_data.eq(hp.data.size[32:])
+                m.d.comb += self.regs.r_data.eq(hp.data.size[32:])
             with m.Case(off["PERMS"]):
-                m.d.comb += self.r_data.eq(Mux(r_known, hp.data.perms, 0))
+                m.d.comb += self.regs.r_data.eq(Mux(r_known, hp.data.perms, 0))
         return m
 

@@ -11,7 +11,7 @@ from driver.abi import (
 )
 from rtl.abi_layouts import bits_of
 from rtl.axil_slave import register_bus_signature
-from rtl.jobs import errlog_layout
+from rtl.records import errlog_read_signature, table_port_signature
 from rtl.params import EngineParams
 
 CAPS = (Capability.NOTIFY | Capability.FENCE | Capability.IMM | Capability.ERROR_LOG | Capability.BUS_ERRORS
@@ -33,13 +33,11 @@ class RegisterFile(wiring.Component):
         super().__init__({
             "bus": In(register_bus_signature(p.csr_addr_width)),
             # queue table
-            "q_w_valid": Out(1), "q_w_queue": Out(p.queue_bits), "q_w_offset": Out(6), "q_w_data": Out(32),
-            "q_r_queue": Out(p.queue_bits), "q_r_offset": Out(6), "q_r_data": In(32), "q_r_word": In(64),
+            "queues": Out(table_port_signature(p.queue_bits, 6, word=True)),
             # region table
-            "r_w_valid": Out(1), "r_w_region": Out(p.region_bits), "r_w_offset": Out(5), "r_w_data": Out(32),
-            "r_r_en": Out(1), "r_r_region": Out(p.region_bits), "r_r_offset": Out(5), "r_r_data": In(32),
+            "regions": Out(table_port_signature(p.region_bits, 5, read_enable=True)),
             # error log
-            "log_valid": In(1), "log_head": In(errlog_layout()), "log_overflow": In(1), "log_pop": Out(1),
+            "log": In(errlog_read_signature()),
             # engine state
             "engine_enable": Out(1), "flush": Out(1), "soft_reset": Out(1),
             "drained": In(1),  # no descriptor or bus transaction in flight anywhere
@@ -66,10 +64,10 @@ class RegisterFile(wiring.Component):
         # --- writes ----------------------------------------------------------------------
         wg, wr, wreg, wq, wque = decode(b.w_addr)
         m.d.comb += [
-            self.q_w_valid.eq(b.w_valid & wq), self.q_w_queue.eq(wque), self.q_w_offset.eq(b.w_addr[:6]),
-            self.q_w_data.eq(b.w_data),
-            self.r_w_valid.eq(b.w_valid & wr & ~self.flush), self.r_w_region.eq(wreg),
-            self.r_w_offset.eq(b.w_addr[:5]), self.r_w_data.eq(b.w_data),
+            self.queues.w_valid.eq(b.w_valid & wq), self.queues.w_index.eq(wque), self.queues.w_offset.eq(b.w_addr[:6]),
+            self.queues.w_data.eq(b.w_data),
+            self.regions.w_valid.eq(b.w_valid & wr & ~self.flush), self.regions.w_index.eq(wreg),
+            self.regions.w_offset.eq(b.w_addr[:5]), self.regions.w_data.eq(b.w_data),
         ]
         enable_bit = bits_of(GLOBAL, "CONTROL", "ENABLE").start
         reset_bit = bits_of(GLOBAL, "CONTROL", "RESET").start
@@ -80,7 +78,7 @@ class RegisterFile(wiring.Component):
                     with m.If(b.w_data[reset_bit]):
                         m.d.sync += self.flush.eq(1)
                 with m.Case(g["ERRLOG_POP"]):
-                    m.d.comb += self.log_pop.eq(1)
+                    m.d.comb += self.log.pop.eq(1)
         with m.If(self.flush & self.drained):
             m.d.comb += self.soft_reset.eq(1)
             m.d.sync += self.flush.eq(0)
@@ -98,12 +96,12 @@ class RegisterFile(wiring.Component):
         rg, rr_, rreg, rq, rque = decode(b.r_addr)
         r_global, r_queue = Signal(), Signal()
         r_off = Signal(12)
-        m.d.comb += [self.r_r_en.eq(b.r_valid & rr_), self.r_r_region.eq(rreg), self.r_r_offset.eq(b.r_addr[:5])]
+        m.d.comb += [self.regions.r_en.eq(b.r_valid & rr_), self.regions.r_index.eq(rreg), self.regions.r_offset.eq(b.r_addr[:5])]
         r_region = Signal()
         with m.If(b.r_valid):
             m.d.sync += [r_global.eq(rg), r_region.eq(rr_), r_queue.eq(rq), r_off.eq(b.r_addr[:12]),
-                         self.q_r_queue.eq(rque)]
-        m.d.comb += self.q_r_offset.eq(r_off[:6])
+                         self.queues.r_index.eq(rque)]
+        m.d.comb += self.queues.r_offset.eq(r_off[:6])
 
         hi_latch = Signal(32)  # high word of the last 64-bit value whose low word was read
         status = {name: bits_of(GLOBAL, "STATUS", name).start
@@ -126,16 +124,16 @@ class RegisterFile(wiring.Component):
                     m.d.comb += [
                         b.r_data[status["ENABLED"]].eq(self.engine_enable), b.r_data[status["IDLE"]].eq(self.idle),
                         b.r_data[status["HALTED"]].eq(self.halted_any),
-                        b.r_data[status["ERRLOG_VALID"]].eq(self.log_valid),
-                        b.r_data[status["ERRLOG_OVERFLOW"]].eq(self.log_overflow),
+                        b.r_data[status["ERRLOG_VALID"]].eq(self.log.valid),
+                        b.r_data[status["ERRLOG_OVERFLOW"]].eq(self.log.overflow),
                     ]
                 with m.Case(g["ERRLOG_HEAD"]):
-                    m.d.comb += [b.r_data[head_code].eq(self.log_head.code),
-                                 b.r_data[head_queue].eq(self.log_head.queue)]
+                    m.d.comb += [b.r_data[head_code].eq(self.log.head.code),
+                                 b.r_data[head_queue].eq(self.log.head.queue)]
                 with m.Case(g["ERRLOG_COOKIE"]):
-                    m.d.comb += b.r_data.eq(self.log_head.cookie)
+                    m.d.comb += b.r_data.eq(self.log.head.cookie)
                 with m.Case(g["ERRLOG_INDEX"]):
-                    m.d.comb += b.r_data.eq(self.log_head.index)
+                    m.d.comb += b.r_data.eq(self.log.head.index)
                 for name, value in wide.items():
                     with m.Case(g[name + "_LO"]):
                         m.d.comb += b.r_data.eq(value[:32])
@@ -148,15 +146,15 @@ class RegisterFile(wiring.Component):
                     with m.Case(g[name]):
                         m.d.comb += b.r_data.eq(value)
         with m.Elif(r_region):
-            m.d.comb += b.r_data.eq(self.r_r_data)
+            m.d.comb += b.r_data.eq(self.regions.r_data)
         with m.Elif(r_queue):
             qo = {r.name: r.offset for r in QUEUE.registers}
             with m.Switch(r_off[:6]):
                 with m.Case(qo["COMPLETED_LO"]):
-                    m.d.comb += b.r_data.eq(self.q_r_word[:32])
-                    m.d.sync += hi_latch.eq(self.q_r_word[32:])
+                    m.d.comb += b.r_data.eq(self.queues.r_word[:32])
+                    m.d.sync += hi_latch.eq(self.queues.r_word[32:])
                 with m.Case(qo["COMPLETED_HI"]):
                     m.d.comb += b.r_data.eq(hi_latch)
                 with m.Default():
-                    m.d.comb += b.r_data.eq(self.q_r_data)
+                    m.d.comb += b.r_data.eq(self.queues.r_data)
         return m

@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from driver.abi import FLAGS_VALID, IMM_BYTES, ErrorCode, Flag, Perm
 from rtl import bursts
 from rtl.abi_layouts import DescriptorLayout
-from rtl.jobs import CODE_BITS, INDEX_BITS, JobKind, dropped, job_layout, pick_layout, stops_signature
+from rtl.records import CODE_BITS, JobKind, dropped, event_signature, job_layout, pick_layout, stops_signature
 from rtl.params import EngineParams
 from rtl.region_table import lookup_signature
 
@@ -41,9 +41,9 @@ class Validator(wiring.Component):
             "dst": Out(lookup_signature()),
             "stops": In(stops_signature(p)),
             "inflight_zero": In(p.num_queues),
-            "squash_valid": Out(1), "squash_queue": Out(p.queue_bits), "squash_index": Out(INDEX_BITS),
-            "issue_valid": Out(1), "issue_queue": Out(p.queue_bits),
-            "stop_valid": Out(1), "stop_queue": Out(p.queue_bits), "stop_index": Out(INDEX_BITS),
+            "squash": Out(event_signature(p.queue_bits, index=True)),
+            "issue": Out(event_signature(p.queue_bits)),
+            "stop": Out(event_signature(p.queue_bits, index=True)),
             "job": Out(stream.Signature(job_layout(p))),
             "idle": Out(1),
         })
@@ -82,8 +82,8 @@ class Validator(wiring.Component):
                                   & ~self.inflight_zero.bit_select(s1.queue, 1))
         m.d.comb += [
             squash.eq(adv & fence_wait),
-            self.squash_valid.eq(squash), self.squash_queue.eq(s1.queue), self.squash_index.eq(s1.index),
-            self.issue_valid.eq(adv & s1_valid & ~fence_wait), self.issue_queue.eq(s1.queue),
+            self.squash.valid.eq(squash), self.squash.queue.eq(s1.queue), self.squash.index.eq(s1.index),
+            self.issue.valid.eq(adv & s1_valid & ~fence_wait), self.issue.queue.eq(s1.queue),
             self.src.en.eq(adv), self.src.id.eq(desc.src_region),
             self.dst.en.eq(adv), self.dst.id.eq(desc.dst_region),
         ]
@@ -165,8 +165,8 @@ class Validator(wiring.Component):
             j.length.eq(s3_len), j.zero.eq(s3_zero), j.nrows.eq(s3_nrows), j.rbeats.eq(rbeats), j.rlast.eq(rlast),
             adv.eq(~s3_valid | self.job.ready),
         ]
-        m.d.comb += [self.stop_valid.eq(adv & s3_valid & (kind == JobKind.ERROR) & ~s3.token),
-                     self.stop_queue.eq(s3.queue), self.stop_index.eq(s3.index)]
+        m.d.comb += [self.stop.valid.eq(adv & s3_valid & (kind == JobKind.ERROR) & ~s3.token),
+                     self.stop.queue.eq(s3.queue), self.stop.index.eq(s3.index)]
         m.d.comb += self.idle.eq(~s0_valid & ~s1_valid & ~s2_valid & ~s3_valid)
         return m
 

@@ -6,7 +6,7 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.jobs import WKind, wentry_layout
+from rtl.records import WKind, wentry_layout
 from rtl.params import EngineParams
 from rtl.realign import Realigner
 

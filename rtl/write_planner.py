@@ -8,7 +8,8 @@ from amaranth.lib.wiring import In, Out
 
 from driver.abi import ErrorCode
 from rtl import bursts
-from rtl.jobs import INDEX_BITS, JobKind, WKind, centry_layout, dropped, job_layout, stops_signature, wentry_layout
+from rtl.records import (JobKind, WKind, centry_layout, dropped, event_signature, job_layout, stops_signature,
+                         wentry_layout)
 from rtl.params import EngineParams
 
 
@@ -38,7 +39,7 @@ class WritePlanner(wiring.Component):
             "aw_valid": Out(1), "aw_ready": In(1), "aw_addr": Out(64), "aw_len": Out(8),
             "went": Out(stream.Signature(wentry_layout(p))),
             "cent": Out(stream.Signature(centry_layout(p))),
-            "stop_valid": Out(1), "stop_queue": Out(p.queue_bits), "stop_index": Out(INDEX_BITS),
+            "stop": Out(event_signature(p.queue_bits, index=True)),
             "idle": Out(1),
         })
 
@@ -161,7 +162,7 @@ class WritePlanner(wiring.Component):
         finish = Signal()
         fail_ack = Signal()
         issue = Signal()
-        m.d.sync += self.stop_valid.eq(0)
+        m.d.sync += self.stop.valid.eq(0)
         with m.If(cur_valid):
             with m.If(cur.kind == JobKind.ERROR):
                 m.d.comb += [ce.marker.eq(1), self.cent.valid.eq(1), finish.eq(self.cent.ready)]
@@ -184,7 +185,7 @@ class WritePlanner(wiring.Component):
                              self.cent.valid.eq(self.went.ready), self.went.valid.eq(self.cent.ready),
                              finish.eq(self.cent.ready & self.went.ready)]
                 m.d.comb += fail_ack.eq(finish)
-                m.d.sync += [self.stop_valid.eq(finish), self.stop_queue.eq(cur.queue), self.stop_index.eq(cur.index)]
+                m.d.sync += [self.stop.valid.eq(finish), self.stop.queue.eq(cur.queue), self.stop.index.eq(cur.index)]
             with m.Else():
                 m.d.comb += [ce.burst.eq(1), ce.marker.eq(cp["last"]), we.kind.eq(WKind.BURST), we.beats.eq(cp["beats"]),
                              issue.eq(ready_rows & aw_free & self.went.ready & self.cent.ready),
@@ -210,7 +211,7 @@ class WritePlanner(wiring.Component):
         # the planner's own stop reaches the queue table a cycle later (registered), and its `stops` the
         # cycle after: until then the planner applies it itself
         def own(queue):
-            return (fail_ack & (queue == cur.queue)) | (self.stop_valid & (queue == self.stop_queue))
+            return (fail_ack & (queue == cur.queue)) | (self.stop.valid & (queue == self.stop.queue))
 
         m.d.sync += stop_q.eq(Mux(load, stop_b | own(b.queue), stop_cur | own(cur.queue)))
         with m.If(finish):

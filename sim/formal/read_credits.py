@@ -13,7 +13,7 @@ from amaranth.hdl import Assert, Assume
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
-from rtl.jobs import JobKind, job_layout
+from rtl.records import JobKind, job_layout
 from rtl.params import EngineParams
 from rtl.read_engine import ReadEngine
 

@@ -16,7 +16,7 @@ from amaranth.sim import Simulator  # noqa: E402
 from driver.abi import REGION, ErrorCode, Flag, Perm  # noqa: E402
 from driver.descriptor import Descriptor  # noqa: E402
 from driver.reference_engine import Region, validate  # noqa: E402
-from rtl.jobs import JobKind  # noqa: E402
+from rtl.records import JobKind  # noqa: E402
 from rtl.params import EngineParams  # noqa: E402
 from rtl.realign import Realigner, realign_model, strobe_model  # noqa: E402
 from rtl.region_table import RegionTable  # noqa: E402
@@ -87,12 +87,12 @@ REG_OFF = {r.name: r.offset for r in REGION.registers}
 async def program_region(ctx, table, rid: int, addr: int, size: int, perms: int) -> None:
     for name, value in (("ADDR_LO", addr & 0xFFFFFFFF), ("ADDR_HI", addr >> 32), ("SIZE_LO", size & 0xFFFFFFFF),
                         ("SIZE_HI", size >> 32), ("PERMS", perms)):
-        ctx.set(table.w_valid, 1)
-        ctx.set(table.w_region, rid)
-        ctx.set(table.w_offset, REG_OFF[name])
-        ctx.set(table.w_data, value)
+        ctx.set(table.regs.w_valid, 1)
+        ctx.set(table.regs.w_index, rid)
+        ctx.set(table.regs.w_offset, REG_OFF[name])
+        ctx.set(table.regs.w_data, value)
         await ctx.tick()
-    ctx.set(table.w_valid, 0)
+    ctx.set(table.regs.w_valid, 0)
 
 
 def random_regions(rng: random.Random, n: int) -> list[Region | None]:
@@ -133,15 +133,15 @@ def test_region_table_lookups_and_readback():
                     assert (ctx.get(port.entry.addr), ctx.get(port.entry.size)) == (want.addr, want.size)
             if rid < p.num_regions:
                 for name in ("ADDR_LO", "SIZE_HI", "PERMS"):
-                    ctx.set(dut.r_en, 1)
-                    ctx.set(dut.r_region, rid)
-                    ctx.set(dut.r_offset, REG_OFF[name])
+                    ctx.set(dut.regs.r_en, 1)
+                    ctx.set(dut.regs.r_index, rid)
+                    ctx.set(dut.regs.r_offset, REG_OFF[name])
                     await ctx.tick()
-                    ctx.set(dut.r_en, 0)
+                    ctx.set(dut.regs.r_en, 0)
                     if name == "PERMS":
-                        assert ctx.get(dut.r_data) == (int(want.perms) if want else 0)
+                        assert ctx.get(dut.regs.r_data) == (int(want.perms) if want else 0)
                     elif want:
-                        assert ctx.get(dut.r_data) == (want.addr & 0xFFFFFFFF if name == "ADDR_LO" else want.size >> 32)
+                        assert ctx.get(dut.regs.r_data) == (want.addr & 0xFFFFFFFF if name == "ADDR_LO" else want.size >> 32)
 
     simulate(dut, bench)
 

@@ -51,8 +51,8 @@ def test_every_due_word_reaches_memory(seed):
             ctx.set(dut.bus.w_ready, int(bool(pending_aw)))  # a beat goes after its address, as the mux orders
             respond = responses > 0 and rng.random() < 0.5
             ctx.set(dut.bus.b_valid, int(respond))
-            take = ctx.get(dut.take_valid)
-            taken = ctx.get(dut.take_queue)
+            take = ctx.get(dut.events.take.valid)
+            taken = ctx.get(dut.events.take.queue)
             aw = ctx.get(dut.bus.aw_valid)
             aw_addr = ctx.get(dut.bus.aw_addr)
             if ctx.get(dut.bus.w_valid) and pending_aw:
@@ -108,9 +108,9 @@ def test_a_taken_word_is_held_until_its_write_is_issued(seed):
             ctx.set(dut.dirty, dirty)
             ctx.set(dut.bus.aw_ready, int(rng.random() < 0.3))
             ctx.set(dut.bus.b_valid, int(issues > 0 and rng.random() < 0.5))
-            take, taken = ctx.get(dut.take_valid), ctx.get(dut.take_queue)
-            issue, issued = ctx.get(dut.issue_valid), ctx.get(dut.issue_queue)
-            hold, held = ctx.get(dut.hold_valid), ctx.get(dut.hold_queue)
+            take, taken = ctx.get(dut.events.take.valid), ctx.get(dut.events.take.queue)
+            issue, issued = ctx.get(dut.events.issue.valid), ctx.get(dut.events.issue.queue)
+            hold, held = ctx.get(dut.events.hold.valid), ctx.get(dut.events.hold.queue)
             for q, waiting in holding.items():
                 if waiting:
                     assert hold and held == q, f"cycle {cycle}: queue {q}'s word taken, not issued, not held"

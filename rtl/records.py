@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from amaranth import Value
 from amaranth.lib import data, enum, wiring
-from amaranth.lib.wiring import Out
+from amaranth.lib.wiring import In, Out
 
 from rtl.params import EngineParams
 
@@ -134,3 +134,49 @@ def dropped(stops, queue, index, started: bool) -> Value:
     after_stop = stops.halting.bit_select(queue, 1) & ((index - stops.stop_at[queue])[:INDEX_BITS].as_signed() > 0)
     drop = stops.flush | after_stop
     return drop if started else drop | stops.draining.bit_select(queue, 1)
+
+
+# --- side-band interfaces between blocks (each from the side that drives its valid) -------------------
+def event_signature(queue_bits: int, index: bool = False) -> wiring.Signature:
+    """A one-cycle event about a queue: `valid`, the queue and (with `index`) a producer index."""
+    members = {"valid": Out(1), "queue": Out(queue_bits)}
+    if index:
+        members["index"] = Out(INDEX_BITS)
+    return wiring.Signature(members)
+
+
+def completion_writer_events_signature(queue_bits: int) -> wiring.Signature:
+    """What the completion writer tells the queue table: a word taken (its dirty bit clears), held until its
+    write issues, the location check passed or failed (the table may refuse a failure this cycle: `ready`),
+    a write issued, and its response back."""
+    return wiring.Signature({
+        "take": Out(event_signature(queue_bits)),
+        "hold": Out(event_signature(queue_bits)),
+        "ok": Out(event_signature(queue_bits)),
+        "fail": Out(wiring.Signature({"valid": Out(1), "queue": Out(queue_bits), "code": Out(CODE_BITS),
+                                      "ready": In(1)})),
+        "issue": Out(event_signature(queue_bits)),
+        "ack": Out(event_signature(queue_bits)),
+    })
+
+
+def table_port_signature(index_bits: int, offset_bits: int, *, read_enable: bool = False,
+                         word: bool = False) -> wiring.Signature:
+    """The register file's port into a per-queue or per-region table: 32-bit register writes and reads at
+    (entry, offset), as the register file drives them."""
+    members = {"w_valid": Out(1), "w_index": Out(index_bits), "w_offset": Out(offset_bits), "w_data": Out(32),
+               "r_index": Out(index_bits), "r_offset": Out(offset_bits), "r_data": In(32)}
+    if read_enable:
+        members["r_en"] = Out(1)
+    if word:
+        members["r_word"] = In(64)  # a 64-bit register read whole (its halves latched together)
+    return wiring.Signature(members)
+
+
+def errlog_push_signature() -> wiring.Signature:
+    return wiring.Signature({"valid": Out(1), "entry": Out(errlog_layout())})
+
+
+def errlog_read_signature() -> wiring.Signature:
+    """The error log's head as the register file reads and pops it (from the log's side)."""
+    return wiring.Signature({"valid": Out(1), "head": Out(errlog_layout()), "overflow": Out(1), "pop": In(1)})
