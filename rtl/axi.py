@@ -36,6 +36,35 @@ def axi_signature(addr_width: int, data_width: int, id_width: int) -> wiring.Sig
     })
 
 
+CHANNELS = ("aw", "w", "b", "ar", "r")
+
+
+def axi_channels(addr_width: int, data_width: int, id_width: int, *channels: str) -> wiring.Signature:
+    """The members of some AXI4 channels (master's view, same names as `axi_signature`), for a block that
+    owns only part of the master port: the read engine its AR channel, the read tracker R, the write mux
+    AW, W and B. `join` wires such a part into the whole port."""
+    unknown = set(channels) - set(CHANNELS)
+    if unknown or not channels:
+        raise ValueError(f"AXI channels are {', '.join(CHANNELS)}; got {channels!r}")
+    whole = axi_signature(addr_width, data_width, id_width).members
+    return wiring.Signature({name: member for name, member in whole.items() if _channel_of(name) in channels})
+
+
+def _channel_of(name: str) -> str:
+    return next(c for c in ("aw", "ar", "w", "b", "r") if name.startswith(c))
+
+
+def join(m, part, whole) -> None:
+    """Wire `part` (a master's view of some channels, from `axi_channels`) to the same-named members of
+    `whole` (the master port it belongs to, seen from inside the master)."""
+    for name, member in part.signature.members.items():
+        mine, theirs = getattr(part, name), getattr(whole, name)
+        if member.flow == wiring.Out:
+            m.d.comb += theirs.eq(mine)
+        else:
+            m.d.comb += mine.eq(theirs)
+
+
 def axi_lite_signature(addr_width: int, data_width: int = 32) -> wiring.Signature:
     """AXI4-Lite, as seen by the master."""
     return wiring.Signature({

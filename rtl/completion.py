@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from driver.abi import ErrorCode, Resp
 
-from rtl.records import DoneKind, centry_layout, done_layout
+from rtl.records import DoneKind, centry_layout, done_signature, write_response_stream
 from rtl.params import EngineParams
 
 
@@ -23,9 +23,9 @@ class CompletionUnit(wiring.Component):
         self.p = p
         super().__init__({
             "cent": In(stream.Signature(centry_layout(p))),
-            "b_valid": In(1), "b_ready": Out(1), "b_resp": In(2),
+            "b": In(write_response_stream()),
             "halted": In(p.num_queues),
-            "done_valid": Out(1), "done": Out(done_layout(p)),
+            "done": Out(done_signature(p)),
             "descriptors": Out(64), "bytes": Out(64),
             "idle": Out(1),
         })
@@ -36,13 +36,13 @@ class CompletionUnit(wiring.Component):
         desc_err = Signal()
         fire, berr, err = Signal(), Signal(), Signal()
         m.d.comb += [
-            self.b_ready.eq(self.cent.valid & e.burst),
-            fire.eq(self.cent.valid & (~e.burst | self.b_valid)),
+            self.b.ready.eq(self.cent.valid & e.burst),
+            fire.eq(self.cent.valid & (~e.burst | self.b.valid)),
             self.cent.ready.eq(fire),
-            berr.eq(e.burst & (self.b_resp != Resp.OKAY)),
+            berr.eq(e.burst & (self.b.payload != Resp.OKAY)),
             err.eq(desc_err | berr),
         ]
-        d = self.done
+        d = self.done.entry
         m.d.comb += [d.queue.eq(e.queue), d.notify.eq(e.notify), d.cookie.eq(e.cookie), d.index.eq(e.index),
                      d.code.eq(Mux(e.code != 0, e.code, ErrorCode.BUS_ERROR))]
         with m.If(e.dropped):
@@ -55,7 +55,7 @@ class CompletionUnit(wiring.Component):
             m.d.comb += d.kind.eq(DoneKind.SUCCESS)
         with m.If(fire):
             with m.If(e.marker):
-                m.d.comb += self.done_valid.eq(1)
+                m.d.comb += self.done.valid.eq(1)
                 m.d.sync += desc_err.eq(0)
                 with m.If(d.kind == DoneKind.SUCCESS):
                     m.d.sync += [self.descriptors.eq(self.descriptors + 1), self.bytes.eq(self.bytes + e.length)]

@@ -7,7 +7,7 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from rtl.axi import Burst, axi_lite_signature, axi_signature, size_code
+from rtl.axi import axi_lite_signature, axi_signature, join
 from rtl.axil_slave import AxiLiteSlave
 from rtl.completion import CompletionUnit
 from rtl.completion_writer import CompletionWriter
@@ -100,11 +100,8 @@ class Engine(wiring.Component):
 
         # scheduler -> validator
         wiring.connect(m, queues.pick, validator.pick)
-        m.d.comb += [
-            windows.rd_en.eq(validator.win_en), windows.rd_queue.eq(validator.win_queue),
-            windows.rd_slot.eq(validator.win_slot), validator.win_desc.eq(windows.rd_desc),
-            validator.inflight_zero.eq(queues.inflight_zero),
-        ]
+        wiring.connect(m, validator.win, windows.rd)
+        m.d.comb += validator.inflight_zero.eq(queues.inflight_zero)
         wiring.connect(m, validator.squash, queues.squash)
         wiring.connect(m, validator.issue, queues.issue)
         wiring.connect(m, validator.stop, queues.stop_v)
@@ -122,63 +119,34 @@ class Engine(wiring.Component):
         wiring.connect(m, wjobq.r_stream, planner.wjob)
         wiring.connect(m, queues.stops, validator.stops, reader.stops, planner.stops)
 
-        # reads
-        mem = self.mem
-        m.d.comb += [
-            mem.arvalid.eq(reader.ar_valid), reader.ar_ready.eq(mem.arready), mem.arid.eq(reader.ar_id),
-            mem.araddr.eq(reader.ar_addr), mem.arlen.eq(reader.ar_len), mem.arsize.eq(size_code(p.data_width)),
-            mem.arburst.eq(Burst.INCR), mem.arcache.eq(0b0011),
-            tracker.tag_valid.eq(mem.arvalid & mem.arready), tracker.tag_alloc.eq(reader.tag_alloc),
-            tracker.tag_base.eq(reader.tag_base), tracker.tag_beats.eq(reader.tag_beats),
-            reader.tag_free.eq(tracker.tag_free), reader.row_free.eq(wdata.row_free),
-            tracker.r_valid.eq(mem.rvalid), mem.rready.eq(tracker.r_ready), tracker.r_id.eq(mem.rid),
-            tracker.r_data.eq(mem.rdata), tracker.r_resp.eq(mem.rresp),
-        ]
-        bw = buf.write_port()
-        br = buf.read_port()
-        m.d.comb += [bw.en.eq(tracker.buf_en), bw.addr.eq(tracker.buf_addr), bw.data.eq(tracker.buf_data),
-                     br.en.eq(wdata.rd_en), br.addr.eq(wdata.rd_addr), wdata.rd_data.eq(br.data)]
+        # reads: bursts out, data into the buffer
+        wiring.connect(m, reader.tag, tracker.tag)
+        join(m, reader.ar, self.mem)
+        join(m, tracker.r, self.mem)
+        wiring.connect(m, tracker.buf, buf.write_port())
+        m.d.comb += reader.row_free.eq(wdata.row_free)
 
-        # writes
-        m.d.comb += [
-            planner.filled.eq(tracker.filled), planner.row_alloc.eq(reader.row_alloc),
-            planner.fault_valid.eq(tracker.fault_valid), planner.fault_row.eq(tracker.fault_row),
-            tracker.fault_ack.eq(planner.fault_ack),
-            wdata.filled.eq(tracker.filled),
-        ]
+        # writes: a burst goes out once its rows are filled; data from the buffer, realigned
+        m.d.comb += [planner.filled.eq(tracker.filled), planner.row_alloc.eq(reader.row_alloc),
+                     wdata.filled.eq(tracker.filled)]
+        wiring.connect(m, tracker.fault, planner.fault)
         went = m.submodules.went = SyncFIFO(width=wentry_layout(p).size, depth=W_ENTRIES)
         wiring.connect(m, planner.went, went.w_stream)
         wiring.connect(m, went.r_stream, wdata.went)
+        wiring.connect(m, wdata.buf, buf.read_port())
         centq = m.submodules.centq = SyncFIFOBuffered(width=centry_layout(p).size, depth=p.writes_outstanding)
         wiring.connect(m, planner.cent, centq.w_stream)
         wiring.connect(m, centq.r_stream, completion.cent)
-
-        d = wmux.data
-        m.d.comb += [
-            d.aw_valid.eq(planner.aw_valid), planner.aw_ready.eq(d.aw_ready), d.aw_addr.eq(planner.aw_addr),
-            d.aw_len.eq(planner.aw_len),
-            d.w_valid.eq(wdata.w_valid), wdata.w_ready.eq(d.w_ready), d.w_data.eq(wdata.w_data),
-            d.w_strb.eq(wdata.w_strb), d.w_last.eq(wdata.w_last),
-            completion.b_valid.eq(d.b_valid), d.b_ready.eq(completion.b_ready), completion.b_resp.eq(d.b_resp),
-        ]
+        wiring.connect(m, planner.aw, wmux.data.aw)
+        wiring.connect(m, wdata.w, wmux.data.w)
+        wiring.connect(m, wmux.data.b, completion.b)
         wiring.connect(m, cw.bus, wmux.cw)
-        m.d.comb += [
-            mem.awvalid.eq(wmux.aw_valid), wmux.aw_ready.eq(mem.awready), mem.awid.eq(0),
-            mem.awaddr.eq(wmux.aw_addr), mem.awlen.eq(wmux.aw_len), mem.awsize.eq(wmux.aw_size),
-            mem.awburst.eq(wmux.aw_burst), mem.awcache.eq(wmux.aw_cache),
-            mem.wvalid.eq(wmux.w_valid), wmux.w_ready.eq(mem.wready), mem.wdata.eq(wmux.w_data),
-            mem.wstrb.eq(wmux.w_strb), mem.wlast.eq(wmux.w_last),
-            wmux.b_valid.eq(mem.bvalid), mem.bready.eq(wmux.b_ready), wmux.b_resp.eq(mem.bresp),
-        ]
+        join(m, wmux.mem, self.mem)
 
         # completion
-        m.d.comb += [
-            completion.halted.eq(queues.halted),
-            queues.done_valid.eq(completion.done_valid), queues.done.eq(completion.done),
-            cw.dirty.eq(queues.dirty), cw.checking.eq(queues.checking), cw.word.eq(queues.word),
-            cw.compl_region.eq(queues.compl_region), cw.compl_offset.eq(queues.compl_offset),
-        ]
-        wiring.connect(m, cw.events, queues.cw)
+        m.d.comb += completion.halted.eq(queues.halted)
+        wiring.connect(m, completion.done, queues.done)
+        wiring.connect(m, cw.queues, queues.cw)
 
         drained = Signal()
         m.d.comb += [

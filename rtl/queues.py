@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from amaranth import Array, Cat, Module, Mux, Signal
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from driver.abi import COMPLETION_ERROR_BIT, QUEUE, ErrorCode
 from rtl.abi_layouts import bits_of
-from rtl.records import (CODE_BITS, INDEX_BITS, DoneKind, completion_writer_events_signature, done_layout,
+from rtl.records import (CODE_BITS, INDEX_BITS, DoneKind, completion_writer_port_signature, done_signature,
                          errlog_push_signature, event_signature, pick_layout, stops_signature, table_port_signature)
 from rtl.params import EngineParams
 from rtl.round_robin import RoundRobin
@@ -49,17 +49,13 @@ class Queues(wiring.Component):
             "stop_p": In(event_signature(p.queue_bits, index=True)),  # by the write planner
             "stops": Out(stops_signature(p)),
             # completion
-            "done_valid": In(1), "done": In(done_layout(p)),
+            "done": In(done_signature(p)),
             # completion writer
-            "cw": In(completion_writer_events_signature(p.queue_bits)),
+            "cw": In(completion_writer_port_signature(p)),
             # error log
             "log": Out(errlog_push_signature()),
             # state, one entry per queue
-            "enabled": Out(nq), "halted": Out(nq), "dirty": Out(nq), "checking": Out(nq),
-            "busy": Out(nq), "inflight_zero": Out(nq),
-            "word": Out(data.ArrayLayout(64, nq)),  # completion word: completed | halted << 63
-            "compl_region": Out(data.ArrayLayout(16, nq)),
-            "compl_offset": Out(data.ArrayLayout(64, nq)),
+            "enabled": Out(nq), "halted": Out(nq), "busy": Out(nq), "inflight_zero": Out(nq),
         })
 
     def elaborate(self, platform):
@@ -76,10 +72,10 @@ class Queues(wiring.Component):
         m.d.comb += [rr.requests.eq(elig), chosen.eq(rr.grant), fired.eq(self.pick.valid & self.pick.ready),
                      rr.advance.eq(fired)]
 
-        done, dk = self.done, self.done.kind
+        done, dk = self.done.entry, self.done.entry.kind
         m.d.comb += self.stops.flush.eq(self.flush)
         halt_now = Signal()  # the completion stage halts a queue this cycle (it owns the log port)
-        m.d.comb += [halt_now.eq(self.done_valid & (dk == DoneKind.HALT)), self.cw.fail.ready.eq(~halt_now)]
+        m.d.comb += [halt_now.eq(self.done.valid & (dk == DoneKind.HALT)), self.cw.fail.ready.eq(~halt_now)]
 
         rows = []
         for i in range(nq):
@@ -172,7 +168,7 @@ class Queues(wiring.Component):
                         m.d.sync += q.hard.eq(1)
 
             # completion
-            with m.If(self.done_valid & (done.queue == i)):
+            with m.If(self.done.valid & (done.queue == i)):
                 m.d.sync += q.retired.eq(q.retired + 1)
                 with m.If((dk == DoneKind.SUCCESS) & ~q.halted):
                     m.d.sync += q.completed.eq(q.completed + 1)
@@ -193,10 +189,10 @@ class Queues(wiring.Component):
                 self.enabled[i].eq(q.enabled), self.stops.halting[i].eq(q.halting), self.halted[i].eq(q.halted),
                 self.stops.stop_at[i].eq(q.stop_at), self.stops.draining[i].eq(q.draining),
                 self.stops.hard[i].eq(q.hard),
-                self.dirty[i].eq(q.dirty), self.checking[i].eq(q.checking), self.inflight_zero[i].eq(inflight == 0),
+                self.cw.dirty[i].eq(q.dirty), self.cw.checking[i].eq(q.checking), self.inflight_zero[i].eq(inflight == 0),
                 self.busy[i].eq(q.en_pending | q.checking | q.dirty | ~idle_pipe | has_work),
-                self.word[i].eq(Cat(q.completed, q.halted)),
-                self.compl_region[i].eq(q.compl_region), self.compl_offset[i].eq(q.compl_offset),
+                self.cw.word[i].eq(Cat(q.completed, q.halted)),
+                self.cw.compl_region[i].eq(q.compl_region), self.cw.compl_offset[i].eq(q.compl_offset),
             ]
 
         # error log: halts from the completion stage, else a failed completion-location check
@@ -252,7 +248,7 @@ class Queues(wiring.Component):
                 m.d.comb += self.regs.r_data.eq(_pick(rows, self.regs.r_index, lambda q: q.cookie))
             with m.Case(off["ERROR_INDEX"]):
                 m.d.comb += self.regs.r_data.eq(_pick(rows, self.regs.r_index, lambda q: q.err_index))
-        m.d.comb += self.regs.r_word.eq(self.word[self.regs.r_index])
+        m.d.comb += self.regs.r_word.eq(self.cw.word[self.regs.r_index])
         assert COMPLETION_ERROR_BIT == 63, "the completion word is Cat(completed[0:63], halted)"
         return m
 

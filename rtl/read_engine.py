@@ -7,8 +7,9 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl import bursts
-from rtl.records import JobKind, job_layout, stops_signature
-from rtl.params import EngineParams
+from rtl.axi import Burst, axi_channels, size_code
+from rtl.params import ADDR_WIDTH, EngineParams
+from rtl.records import JobKind, job_layout, read_tag_signature, stops_signature
 
 
 class ReadEngine(wiring.Component):
@@ -28,11 +29,8 @@ class ReadEngine(wiring.Component):
             "job": In(stream.Signature(job_layout(p))),
             "wjob": Out(stream.Signature(job_layout(p))),
             "stops": In(stops_signature(p)),
-            "ar_valid": Out(1), "ar_ready": In(1), "ar_id": Out(p.read_id_width), "ar_addr": Out(64),
-            "ar_len": Out(8),
-            "tag_alloc": Out(p.read_id_width + 1),  # IDs handed out so far (free-running)
-            "tag_free": In(p.read_id_width + 1),  # IDs returned by the read tracker
-            "tag_base": Out(rp), "tag_beats": Out(9),  # of the burst issued this cycle (ar_valid & ar_ready)
+            "ar": Out(axi_channels(ADDR_WIDTH, p.data_width, p.read_id_width, "ar")),
+            "tag": Out(read_tag_signature(p)),  # the burst issued this cycle; IDs handed out and returned
             "row_alloc": Out(rp),  # rows handed out so far (free-running)
             "row_free": In(rp),  # rows the write side has finished with
             "stall_buffer": Out(1),
@@ -58,16 +56,18 @@ class ReadEngine(wiring.Component):
 
         tags_ok, rows_ok = Signal(), Signal()
         m.d.comb += [
-            tags_ok.eq((tag_alloc - self.tag_free)[: p.read_id_width + 1] < p.reads_outstanding),
+            tags_ok.eq((tag_alloc - self.tag.free)[: p.read_id_width + 1] < p.reads_outstanding),
             rows_ok.eq(~(self.row_free - c_low)[rp - 1]),
         ]
         fire = Signal()
         m.d.comb += [
-            self.ar_valid.eq(cur_valid & tags_ok & rows_ok),
-            self.ar_id.eq(tag_alloc[: p.read_id_width]),
-            self.ar_addr.eq(c_addr), self.ar_len.eq(c_beats - 1),
-            fire.eq(self.ar_valid & self.ar_ready),
-            self.tag_alloc.eq(tag_alloc), self.tag_base.eq(row_alloc), self.tag_beats.eq(c_beats),
+            self.ar.arvalid.eq(cur_valid & tags_ok & rows_ok),
+            self.ar.arid.eq(tag_alloc[: p.read_id_width]),
+            self.ar.araddr.eq(c_addr), self.ar.arlen.eq(c_beats - 1),
+            self.ar.arsize.eq(size_code(p.data_width)), self.ar.arburst.eq(Burst.INCR), self.ar.arcache.eq(0b0011),
+            fire.eq(self.ar.arvalid & self.ar.arready),
+            self.tag.valid.eq(fire), self.tag.alloc.eq(tag_alloc), self.tag.base.eq(row_alloc),
+            self.tag.beats.eq(c_beats),
             self.row_alloc.eq(row_alloc),
             self.stall_buffer.eq(cur_valid & ~(tags_ok & rows_ok)),
         ]
@@ -109,5 +109,5 @@ class ReadEngine(wiring.Component):
                          c_after.eq(row_next + job.rbeats), c_low.eq(low_next + job.rbeats),
                          g_pg.eq(bursts.to_page(p, job.src_addr) - job.rbeats), g_left.eq(job.nrows - job.rbeats),
                          g_addr.eq((job.src_addr & ~(p.data_bytes - 1)) + (job.rbeats << lg))]
-        m.d.comb += self.idle.eq(~cur_valid & (tag_alloc == self.tag_free))
+        m.d.comb += self.idle.eq(~cur_valid & (tag_alloc == self.tag.free))
         return m

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-
 from driver.abi import Resp
-from rtl.params import EngineParams
+from rtl.axi import axi_channels
+from rtl.params import ADDR_WIDTH, EngineParams
+from rtl.records import read_fault_signature, read_tag_signature
 
 
 class ReadTracker(wiring.Component):
@@ -26,13 +27,11 @@ class ReadTracker(wiring.Component):
         self.p = p
         rp = p.row_ptr_width
         super().__init__({
-            "r_valid": In(1), "r_ready": Out(1), "r_id": In(p.read_id_width), "r_data": In(p.data_width),
-            "r_resp": In(2),
-            "tag_valid": In(1), "tag_alloc": In(p.read_id_width + 1), "tag_base": In(rp), "tag_beats": In(9),
-            "tag_free": Out(p.read_id_width + 1),
-            "buf_en": Out(1), "buf_addr": Out(range(p.buffer_rows)), "buf_data": Out(p.data_width),
+            "r": Out(axi_channels(ADDR_WIDTH, p.data_width, p.read_id_width, "r")),
+            "tag": In(read_tag_signature(p)),
+            "buf": In(memory.WritePort.Signature(addr_width=(p.buffer_rows - 1).bit_length(), shape=p.data_width)),
             "filled": Out(rp),
-            "fault_valid": Out(1), "fault_row": Out(rp), "fault_ack": In(1),
+            "fault": Out(read_fault_signature(p)),
             "inflight": Out(p.read_id_width + 1),
         })
 
@@ -54,8 +53,8 @@ class ReadTracker(wiring.Component):
         # the oldest touches only the pointers); `alloc` counts the entries written.
         t_valid, t_id, t_base, t_beats = Signal(), Signal(iw), Signal(rp), Signal(9)
         alloc = Signal(iw + 1)
-        m.d.sync += [t_valid.eq(self.tag_valid), t_id.eq(self.tag_alloc[:iw]),
-                     t_base.eq(self.tag_base), t_beats.eq(self.tag_beats), alloc.eq(self.tag_alloc)]
+        m.d.sync += [t_valid.eq(self.tag.valid), t_id.eq(self.tag.alloc[:iw]),
+                     t_base.eq(self.tag.base), t_beats.eq(self.tag.beats), alloc.eq(self.tag.alloc)]
         with m.If(t_valid):
             m.d.sync += [base[t_id].eq(t_base), last[t_id].eq(t_beats - 1), ptr[t_id].eq(t_base[:aw]),
                          recv[t_id].eq(0), err[t_id].eq(0), done[t_id].eq(0)]
@@ -64,7 +63,7 @@ class ReadTracker(wiring.Component):
         # finds its entry written) and reads its ID's entry; B writes the data and the updated entry.
         # When B's previous beat had the same ID, A's read missed that update: B forwards it.
         a_valid, a_id, a_data, a_resp = Signal(), Signal(iw), Signal(p.data_width), Signal(2)
-        m.d.sync += [a_valid.eq(self.r_valid), a_id.eq(self.r_id), a_data.eq(self.r_data), a_resp.eq(self.r_resp)]
+        m.d.sync += [a_valid.eq(self.r.rvalid), a_id.eq(self.r.rid), a_data.eq(self.r.rdata), a_resp.eq(self.r.rresp)]
         b_valid, b_id, b_data, b_resp, b_fwd = Signal(), Signal(iw), Signal(p.data_width), Signal(2), Signal()
         b_ptr, b_recv, b_last = Signal(aw), Signal(9), Signal(8)
         f_ptr, f_recv = Signal(aw), Signal(9)  # B's updated values, for the next beat
@@ -74,8 +73,8 @@ class ReadTracker(wiring.Component):
         ptr_use, recv_use = Signal(aw), Signal(9)
         m.d.comb += [
             ptr_use.eq(Mux(b_fwd, f_ptr, b_ptr)), recv_use.eq(Mux(b_fwd, f_recv, b_recv)),
-            self.r_ready.eq(1),
-            self.buf_en.eq(b_valid), self.buf_addr.eq(ptr_use), self.buf_data.eq(b_data),
+            self.r.rready.eq(1),
+            self.buf.en.eq(b_valid), self.buf.addr.eq(ptr_use), self.buf.data.eq(b_data),
         ]
         m.d.sync += [f_ptr.eq(ptr_use + 1), f_recv.eq(recv_use + 1)]
         with m.If(b_valid):
@@ -91,11 +90,11 @@ class ReadTracker(wiring.Component):
         m.d.comb += [
             outstanding.eq(tag_free != alloc),
             complete.eq(outstanding & done[cur]),
-            self.fault_valid.eq(complete & err[cur]),
-            self.fault_row.eq(base[cur]),
-            advance.eq(complete & (~err[cur] | self.fault_ack)),
-            self.tag_free.eq(tag_free),
-            self.inflight.eq(self.tag_alloc - tag_free),
+            self.fault.valid.eq(complete & err[cur]),
+            self.fault.row.eq(base[cur]),
+            advance.eq(complete & (~err[cur] | self.fault.ack)),
+            self.tag.free.eq(tag_free),
+            self.inflight.eq(self.tag.alloc - tag_free),
         ]
         not_last = Signal(rp)  # -beats = ~(beats - 1): one subtraction adds the beats
         m.d.comb += not_last.eq(~Cat(last[cur], Const(0, rp - 8)))

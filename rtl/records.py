@@ -1,11 +1,13 @@
-"""The records that flow between the engine's stages: picks, jobs, write entries, completion entries."""
+"""The records that flow between the engine's stages (picks, jobs, write entries, completion entries) and the
+signatures of the interfaces that join its blocks."""
 
 from __future__ import annotations
 
 from amaranth import Value
-from amaranth.lib import data, enum, wiring
+from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from rtl.abi_layouts import DescriptorLayout
 from rtl.params import EngineParams
 
 CODE_BITS = 4  # ErrorCode values fit in 4 bits (the registers give them 8)
@@ -145,11 +147,18 @@ def event_signature(queue_bits: int, index: bool = False) -> wiring.Signature:
     return wiring.Signature(members)
 
 
-def completion_writer_events_signature(queue_bits: int) -> wiring.Signature:
-    """What the completion writer tells the queue table: a word taken (its dirty bit clears), held until its
-    write issues, the location check passed or failed (the table may refuse a failure this cycle: `ready`),
-    a write issued, and its response back."""
+def completion_writer_port_signature(p: EngineParams) -> wiring.Signature:
+    """The completion writer's port into the queue table, from the writer's side. In: which queues' words
+    are due (`dirty`) or whose location must be checked after enable (`checking`), each queue's word and
+    its location. Out, events: a word taken (its dirty bit clears), held until its write issues, the
+    location check passed or failed (the table may refuse a failure this cycle: `ready`), a write issued,
+    and its response back."""
+    nq, queue_bits = p.num_queues, p.queue_bits
     return wiring.Signature({
+        "dirty": In(nq), "checking": In(nq),
+        "word": In(data.ArrayLayout(64, nq)),  # completion word: completed | halted << 63
+        "compl_region": In(data.ArrayLayout(16, nq)),
+        "compl_offset": In(data.ArrayLayout(64, nq)),
         "take": Out(event_signature(queue_bits)),
         "hold": Out(event_signature(queue_bits)),
         "ok": Out(event_signature(queue_bits)),
@@ -158,6 +167,50 @@ def completion_writer_events_signature(queue_bits: int) -> wiring.Signature:
         "issue": Out(event_signature(queue_bits)),
         "ack": Out(event_signature(queue_bits)),
     })
+
+
+def done_signature(p: EngineParams) -> wiring.Signature:
+    """A descriptor retired by the completion unit (in issue order), as the queue table takes it."""
+    return wiring.Signature({"valid": Out(1), "entry": Out(done_layout(p))})
+
+
+def read_tag_signature(p: EngineParams) -> wiring.Signature:
+    """A read burst issued (`valid` the cycle its address is taken): its ID count, first buffer row and beats,
+    from the read engine to the read tracker; `free` is the count of IDs the tracker has retired."""
+    return wiring.Signature({"valid": Out(1), "alloc": Out(p.read_id_width + 1), "base": Out(p.row_ptr_width),
+                             "beats": Out(9), "free": In(p.read_id_width + 1)})
+
+
+def read_fault_signature(p: EngineParams) -> wiring.Signature:
+    """The read tracker's walk stopped at a burst answered with an error (its first row), until the
+    write planner acknowledges it."""
+    return wiring.Signature({"valid": Out(1), "row": Out(p.row_ptr_width), "ack": In(1)})
+
+
+def window_read_signature(p: EngineParams) -> wiring.Signature:
+    """The validator's read of one submission-window slot; the descriptor comes the cycle after `en`."""
+    return wiring.Signature({"en": Out(1), "queue": Out(p.queue_bits), "slot": Out(range(p.slots)),
+                             "desc": In(DescriptorLayout)})
+
+
+def write_address_stream() -> stream.Signature:
+    """Write bursts' addresses (INCR, full-width beats; `len` is beats - 1 as on AXI)."""
+    return stream.Signature(data.StructLayout({"addr": 64, "len": 8}))
+
+
+def write_data_stream(data_width: int) -> stream.Signature:
+    return stream.Signature(data.StructLayout({"data": data_width, "strb": data_width // 8, "last": 1}))
+
+
+def write_response_stream() -> stream.Signature:
+    """One AXI response code per burst, in issue order."""
+    return stream.Signature(2)
+
+
+def write_source_signature(data_width: int) -> wiring.Signature:
+    """A writer's side of the write mux: burst addresses, their data, and the responses, each a stream."""
+    return wiring.Signature({"aw": Out(write_address_stream()), "w": Out(write_data_stream(data_width)),
+                             "b": In(write_response_stream())})
 
 
 def table_port_signature(index_bits: int, offset_bits: int, *, read_enable: bool = False,

@@ -9,7 +9,8 @@ from amaranth.lib.wiring import In, Out
 from driver.abi import FLAGS_VALID, IMM_BYTES, ErrorCode, Flag, Perm
 from rtl import bursts
 from rtl.abi_layouts import DescriptorLayout
-from rtl.records import CODE_BITS, JobKind, dropped, event_signature, job_layout, pick_layout, stops_signature
+from rtl.records import (CODE_BITS, JobKind, dropped, event_signature, job_layout, pick_layout, stops_signature,
+                         window_read_signature)
 from rtl.params import EngineParams
 from rtl.region_table import lookup_signature
 
@@ -35,8 +36,7 @@ class Validator(wiring.Component):
         self.p = p
         super().__init__({
             "pick": In(stream.Signature(pick_layout(p))),
-            "win_en": Out(1), "win_queue": Out(p.queue_bits), "win_slot": Out(range(p.slots)),
-            "win_desc": In(DescriptorLayout),
+            "win": Out(window_read_signature(p)),
             "src": Out(lookup_signature()),
             "dst": Out(lookup_signature()),
             "stops": In(stops_signature(p)),
@@ -71,13 +71,13 @@ class Validator(wiring.Component):
 
         # S1: slot read in flight
         m.d.comb += [
-            self.win_en.eq(adv), self.win_queue.eq(s0.queue),
-            self.win_slot.eq(s0.index[: (p.slots - 1).bit_length()]),
+            self.win.en.eq(adv), self.win.queue.eq(s0.queue),
+            self.win.slot.eq(s0.index[: (p.slots - 1).bit_length()]),
         ]
         with m.If(adv):
             m.d.sync += [s1_valid.eq(s0_valid & ~killed(s0.queue)), s1.eq(s0)]
 
-        desc = self.win_desc
+        desc = self.win.desc
         m.d.comb += fence_wait.eq(s1_valid & ~s1.token & ((desc.flags & (Flag.FENCE | Flag.IMM)) != 0)
                                   & ~self.inflight_zero.bit_select(s1.queue, 1))
         m.d.comb += [

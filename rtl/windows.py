@@ -5,12 +5,12 @@ from __future__ import annotations
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.fifo import SyncFIFO
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In
 
 from driver.abi import DESCRIPTOR_BYTES, WINDOW_BASE, Resp
-from rtl.abi_layouts import DescriptorLayout
 from rtl.axi import axi_signature
 from rtl.params import EngineParams
+from rtl.records import window_read_signature
 
 B_QUEUE = 4  # write responses waiting for the bridge; lets single-beat bursts arrive back to back
 
@@ -33,10 +33,7 @@ class SubmissionWindows(wiring.Component):
         self.depth = self.window_bytes // self.row_bytes
         super().__init__({
             "axi": In(axi_signature(p.bar_addr_width, p.data_width, p.window_id_width)),
-            "rd_en": In(1),
-            "rd_queue": In(p.queue_bits),
-            "rd_slot": In(range(p.slots)),
-            "rd_desc": Out(DescriptorLayout),  # the cycle after rd_en
+            "rd": In(window_read_signature(p)),
         })
 
     def elaborate(self, platform):
@@ -102,12 +99,12 @@ class SubmissionWindows(wiring.Component):
 
         # --- the scheduler's read port -------------------------------------------------
         flat = Signal(range(p.num_queues * p.slots))
-        m.d.comb += flat.eq(self.rd_queue * p.slots + self.rd_slot)
+        m.d.comb += flat.eq(self.rd.queue * p.slots + self.rd.slot)
         per_row = self.row_bits // 256
         sel = Signal(range(per_row)) if per_row > 1 else Const(0, 1)
-        m.d.comb += [rp.en.eq(self.rd_en), rp.addr.eq(flat // per_row)]
+        m.d.comb += [rp.en.eq(self.rd.en), rp.addr.eq(flat // per_row)]
         if per_row > 1:
-            with m.If(self.rd_en):
+            with m.If(self.rd.en):
                 m.d.sync += sel.eq(flat % per_row)
-        m.d.comb += self.rd_desc.eq(rp.data.word_select(sel, 256))
+        m.d.comb += self.rd.desc.eq(rp.data.word_select(sel, 256))
         return m

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.records import WKind, wentry_layout
+from rtl.records import WKind, wentry_layout, write_data_stream
 from rtl.params import EngineParams
 from rtl.realign import Realigner
 
@@ -30,11 +30,10 @@ class WriteData(wiring.Component):
         self.lanes = lanes
         super().__init__({
             "went": In(stream.Signature(wentry_layout(p))),
-            "rd_en": Out(1), "rd_addr": Out(range(p.buffer_rows)), "rd_data": In(p.data_width),
+            "buf": In(memory.ReadPort.Signature(addr_width=(p.buffer_rows - 1).bit_length(), shape=p.data_width)),
             "filled": In(rp),
             "row_free": Out(rp),
-            "w_valid": Out(1), "w_ready": In(1), "w_data": Out(p.data_width), "w_strb": Out(p.data_bytes),
-            "w_last": Out(1),
+            "w": Out(write_data_stream(p.data_width)),
             "idle": Out(1),
         })
 
@@ -44,7 +43,7 @@ class WriteData(wiring.Component):
         rp, lanes = p.row_ptr_width, self.lanes
         e = self.went.payload
         adv = Signal()
-        m.d.comb += adv.eq(~self.w_valid | self.w_ready)
+        m.d.comb += adv.eq(~self.w.valid | self.w.ready)
 
         started = Signal()  # the current descriptor has had its first token
         consumed = Signal(rp)  # its rows read so far
@@ -97,7 +96,7 @@ class WriteData(wiring.Component):
                         # only into freed rows, so holding them all until the end deadlocked (a reset or a
                         # drop with such a copy in flight never finished).
                         m.d.sync += row_free.eq(self.filled)
-        m.d.comb += [self.rd_en.eq(adv), self.rd_addr.eq(row[: (p.buffer_rows - 1).bit_length()])]
+        m.d.comb += [self.buf.en.eq(adv), self.buf.addr.eq(row[: (p.buffer_rows - 1).bit_length()])]
 
         # --- A: the row is on rd_data ---------------------------------------------------
         a_valid, a_emit, a_consume, a_last, a_first_beat, a_last_beat, a_imm = (Signal(name=f"a_{n}") for n in (
@@ -115,21 +114,21 @@ class WriteData(wiring.Component):
         ra = m.submodules.realign = Realigner(p.data_width)
         m.d.comb += [
             # same lanes: beat j is row j as read (no preload, so no bubble between descriptors)
-            ra.prev.eq(Mux(a_shift == 0, self.rd_data, prev)), ra.cur.eq(self.rd_data), ra.shift.eq(a_shift),
+            ra.prev.eq(Mux(a_shift == 0, self.buf.data, prev)), ra.cur.eq(self.buf.data), ra.shift.eq(a_shift),
             ra.first.eq(a_first_beat), ra.first_lane.eq(a_first_lane),
             ra.last.eq(a_last_beat), ra.last_lane.eq(a_last_lane),
         ]
         imm_data = Signal(p.data_width)
         m.d.comb += imm_data.eq(a_value << Cat(Const(0, 3), a_first_lane))
         with m.If(adv):
-            m.d.sync += self.w_valid.eq(a_valid & a_emit)
+            m.d.sync += self.w.valid.eq(a_valid & a_emit)
             with m.If(a_valid & a_consume):
-                m.d.sync += prev.eq(self.rd_data)
+                m.d.sync += prev.eq(self.buf.data)
             with m.If(a_valid & a_emit):
                 m.d.sync += [
-                    self.w_data.eq(Mux(a_imm, imm_data, ra.out)),
-                    self.w_strb.eq(Mux(a_imm, Const(0xFF, p.data_bytes) << a_first_lane, ra.strb)),
-                    self.w_last.eq(a_last),
+                    self.w.payload.data.eq(Mux(a_imm, imm_data, ra.out)),
+                    self.w.payload.strb.eq(Mux(a_imm, Const(0xFF, p.data_bytes) << a_first_lane, ra.strb)),
+                    self.w.payload.last.eq(a_last),
                 ]
-        m.d.comb += self.idle.eq(~self.went.valid & ~a_valid & ~self.w_valid)
+        m.d.comb += self.idle.eq(~self.went.valid & ~a_valid & ~self.w.valid)
         return m

@@ -7,20 +7,11 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from rtl.axi import Burst, size_code
-from rtl.params import EngineParams
+from rtl.axi import Burst, axi_channels, size_code
+from rtl.params import ADDR_WIDTH, EngineParams
+from rtl.records import write_source_signature
 
 W_ORDER = 4  # bursts whose address went out before their data
-
-
-def write_source_signature(data_width: int) -> wiring.Signature:
-    """A writer's side of the mux: address (INCR, full-width beats), data, response."""
-    return wiring.Signature({
-        "aw_valid": Out(1), "aw_ready": In(1), "aw_addr": Out(64), "aw_len": Out(8),
-        "w_valid": Out(1), "w_ready": In(1), "w_data": Out(data_width), "w_strb": Out(data_width // 8),
-        "w_last": Out(1),
-        "b_valid": In(1), "b_ready": Out(1), "b_resp": In(2),
-    })
 
 
 class WriteMux(wiring.Component):
@@ -33,11 +24,8 @@ class WriteMux(wiring.Component):
         super().__init__({
             "data": In(write_source_signature(p.data_width)),
             "cw": In(write_source_signature(p.data_width)),
-            "aw_valid": Out(1), "aw_ready": In(1), "aw_addr": Out(64), "aw_len": Out(8), "aw_size": Out(3),
-            "aw_burst": Out(2), "aw_cache": Out(4),
-            "w_valid": Out(1), "w_ready": In(1), "w_data": Out(p.data_width), "w_strb": Out(p.data_bytes),
-            "w_last": Out(1),
-            "b_valid": In(1), "b_ready": Out(1), "b_resp": In(2),
+            # the AXI write channels of the engine's master port (every write uses ID 0)
+            "mem": Out(axi_channels(ADDR_WIDTH, p.data_width, p.read_id_width, "aw", "w", "b")),
             "stall_write": Out(1),
             "idle": Out(1),
         })
@@ -47,50 +35,50 @@ class WriteMux(wiring.Component):
         p = self.p
         worder = m.submodules.worder = SyncFIFO(width=1, depth=W_ORDER)
         border = m.submodules.border = SyncFIFOBuffered(width=1, depth=p.writes_outstanding)
-        d, c = self.data, self.cw
+        d, c, mem = self.data, self.cw, self.mem
 
         locked = Signal()
         locked_sel = Signal()
         sel = Signal()  # 1: completion writer
-        m.d.comb += sel.eq(Mux(locked, locked_sel, c.aw_valid))
+        m.d.comb += sel.eq(Mux(locked, locked_sel, c.aw.valid))
         room = Signal()
         m.d.comb += room.eq(worder.w_rdy & border.w_rdy)
         m.d.comb += [
-            self.aw_valid.eq(Mux(sel, c.aw_valid, d.aw_valid) & room),
-            self.aw_addr.eq(Mux(sel, c.aw_addr, d.aw_addr)),
-            self.aw_len.eq(Mux(sel, c.aw_len, d.aw_len)),
-            self.aw_size.eq(size_code(p.data_width)), self.aw_burst.eq(Burst.INCR), self.aw_cache.eq(0b0011),
-            c.aw_ready.eq(sel & room & self.aw_ready),
-            d.aw_ready.eq(~sel & room & self.aw_ready),
+            mem.awvalid.eq(Mux(sel, c.aw.valid, d.aw.valid) & room),
+            mem.awaddr.eq(Mux(sel, c.aw.payload.addr, d.aw.payload.addr)),
+            mem.awlen.eq(Mux(sel, c.aw.payload.len, d.aw.payload.len)),
+            mem.awsize.eq(size_code(p.data_width)), mem.awburst.eq(Burst.INCR), mem.awcache.eq(0b0011),
+            c.aw.ready.eq(sel & room & mem.awready),
+            d.aw.ready.eq(~sel & room & mem.awready),
         ]
         taken = Signal()
-        m.d.comb += taken.eq(self.aw_valid & self.aw_ready)
+        m.d.comb += taken.eq(mem.awvalid & mem.awready)
         m.d.comb += [worder.w_en.eq(taken), worder.w_data.eq(sel), border.w_en.eq(taken), border.w_data.eq(sel)]
         with m.If(taken):
             m.d.sync += locked.eq(0)
-        with m.Elif(self.aw_valid):
+        with m.Elif(mem.awvalid):
             m.d.sync += [locked.eq(1), locked_sel.eq(sel)]
 
         wsel = worder.r_data[0]
         m.d.comb += [
-            self.w_valid.eq(worder.r_rdy & Mux(wsel, c.w_valid, d.w_valid)),
-            self.w_data.eq(Mux(wsel, c.w_data, d.w_data)),
-            self.w_strb.eq(Mux(wsel, c.w_strb, d.w_strb)),
-            self.w_last.eq(Mux(wsel, c.w_last, d.w_last)),
-            c.w_ready.eq(worder.r_rdy & wsel & self.w_ready),
-            d.w_ready.eq(worder.r_rdy & ~wsel & self.w_ready),
-            worder.r_en.eq(self.w_valid & self.w_ready & self.w_last),
+            mem.wvalid.eq(worder.r_rdy & Mux(wsel, c.w.valid, d.w.valid)),
+            mem.wdata.eq(Mux(wsel, c.w.payload.data, d.w.payload.data)),
+            mem.wstrb.eq(Mux(wsel, c.w.payload.strb, d.w.payload.strb)),
+            mem.wlast.eq(Mux(wsel, c.w.payload.last, d.w.payload.last)),
+            c.w.ready.eq(worder.r_rdy & wsel & mem.wready),
+            d.w.ready.eq(worder.r_rdy & ~wsel & mem.wready),
+            worder.r_en.eq(mem.wvalid & mem.wready & mem.wlast),
         ]
 
         bsel = border.r_data[0]
         m.d.comb += [
-            self.b_ready.eq(border.r_rdy & Mux(bsel, c.b_ready, d.b_ready)),
-            c.b_valid.eq(border.r_rdy & bsel & self.b_valid), c.b_resp.eq(self.b_resp),
-            d.b_valid.eq(border.r_rdy & ~bsel & self.b_valid), d.b_resp.eq(self.b_resp),
-            border.r_en.eq(self.b_valid & self.b_ready),
+            mem.bready.eq(border.r_rdy & Mux(bsel, c.b.ready, d.b.ready)),
+            c.b.valid.eq(border.r_rdy & bsel & mem.bvalid), c.b.payload.eq(mem.bresp),
+            d.b.valid.eq(border.r_rdy & ~bsel & mem.bvalid), d.b.payload.eq(mem.bresp),
+            border.r_en.eq(mem.bvalid & mem.bready),
         ]
         m.d.comb += [
-            self.stall_write.eq((self.aw_valid & ~self.aw_ready) | (self.w_valid & ~self.w_ready)),
+            self.stall_write.eq((mem.awvalid & ~mem.awready) | (mem.wvalid & ~mem.wready)),
             self.idle.eq((border.level == 0) & ~worder.r_rdy),
         ]
         return m

@@ -8,8 +8,8 @@ from amaranth.lib.wiring import In, Out
 
 from driver.abi import ErrorCode
 from rtl import bursts
-from rtl.records import (JobKind, WKind, centry_layout, dropped, event_signature, job_layout, stops_signature,
-                         wentry_layout)
+from rtl.records import (JobKind, WKind, centry_layout, dropped, event_signature, job_layout, read_fault_signature,
+                         stops_signature, wentry_layout, write_address_stream)
 from rtl.params import EngineParams
 
 
@@ -35,8 +35,8 @@ class WritePlanner(wiring.Component):
             "wjob": In(stream.Signature(job_layout(p))),
             "stops": In(stops_signature(p)),
             "filled": In(rp), "row_alloc": In(rp),
-            "fault_valid": In(1), "fault_row": In(rp), "fault_ack": Out(1),
-            "aw_valid": Out(1), "aw_ready": In(1), "aw_addr": Out(64), "aw_len": Out(8),
+            "fault": In(read_fault_signature(p)),
+            "aw": Out(write_address_stream()),
             "went": Out(stream.Signature(wentry_layout(p))),
             "cent": Out(stream.Signature(centry_layout(p))),
             "stop": Out(event_signature(p.queue_bits, index=True)),
@@ -126,8 +126,8 @@ class WritePlanner(wiring.Component):
         fq_valid = Signal()
         fq_row = Signal(rp)
         fault = Signal()
-        m.d.sync += [fq_valid.eq(self.fault_valid & ~ack), fq_row.eq(self.fault_row)]
-        m.d.comb += [fault.eq(fq_valid & ~ack), self.fault_ack.eq(ack)]
+        m.d.sync += [fq_valid.eq(self.fault.valid & ~ack), fq_row.eq(self.fault.row)]
+        m.d.comb += [fault.eq(fq_valid & ~ack), self.fault.ack.eq(ack)]
 
         def at_or_after(x, y):
             return ~(x - y)[rp - 1]
@@ -141,9 +141,9 @@ class WritePlanner(wiring.Component):
 
         # --- AW register ----------------------------------------------------------------
         aw_free = Signal()
-        m.d.comb += aw_free.eq(~self.aw_valid | self.aw_ready)
-        with m.If(self.aw_ready):
-            m.d.sync += self.aw_valid.eq(0)
+        m.d.comb += aw_free.eq(~self.aw.valid | self.aw.ready)
+        with m.If(self.aw.ready):
+            m.d.sync += self.aw.valid.eq(0)
 
         # --- what the current job does this cycle ------------------------------------------
         # A queue stop is seen a cycle late, except the planner's own (the next job may be of that queue).
@@ -177,7 +177,7 @@ class WritePlanner(wiring.Component):
                              issue.eq(aw_free & self.went.ready & self.cent.ready),
                              self.cent.valid.eq(issue), self.went.valid.eq(issue), finish.eq(issue)]
                 with m.If(issue):
-                    m.d.sync += [self.aw_valid.eq(1), self.aw_addr.eq(cur.dst_addr & ~(dwb - 1)), self.aw_len.eq(0)]
+                    m.d.sync += [self.aw.valid.eq(1), self.aw.payload.addr.eq(cur.dst_addr & ~(dwb - 1)), self.aw.payload.len.eq(0)]
             with m.Elif(cj["zero"]):
                 m.d.comb += [ce.marker.eq(1), self.cent.valid.eq(1), finish.eq(self.cent.ready)]
             with m.Elif(fault_here):
@@ -191,7 +191,7 @@ class WritePlanner(wiring.Component):
                              issue.eq(ready_rows & aw_free & self.went.ready & self.cent.ready),
                              self.cent.valid.eq(issue), self.went.valid.eq(issue), finish.eq(issue & cp["last"])]
                 with m.If(issue):
-                    m.d.sync += [self.aw_valid.eq(1), self.aw_addr.eq(cp["addr"]), self.aw_len.eq(cp["beats"] - 1),
+                    m.d.sync += [self.aw.valid.eq(1), self.aw.payload.addr.eq(cp["addr"]), self.aw.payload.len.eq(cp["beats"] - 1),
                                  first.eq(0)]
                     m.d.sync += [cp[k].eq(next_plan[k]) for k in plan_fields]
 
@@ -220,5 +220,5 @@ class WritePlanner(wiring.Component):
             m.d.sync += [cur_valid.eq(1), cur.eq(b), first.eq(1)]
             m.d.sync += [cj[k].eq(bj[k]) for k in job_fields]
             m.d.sync += [cp[k].eq(bp[k]) for k in plan_fields]
-        m.d.comb += self.idle.eq(~cur_valid & ~a_valid & ~b_valid & ~self.aw_valid)
+        m.d.comb += self.idle.eq(~cur_valid & ~a_valid & ~b_valid & ~self.aw.valid)
         return m

@@ -38,12 +38,12 @@ class ReadCredits(wiring.Component):
         job = self.job
         m.d.comb += [
             dut.job.valid.eq(self.job_valid), dut.job.payload.eq(job), dut.wjob.ready.eq(self.wjob_ready),
-            dut.ar_ready.eq(self.ar_ready), dut.stops.hard.eq(self.hard), dut.stops.draining.eq(self.draining),
-            dut.stops.flush.eq(self.flush), dut.row_free.eq(row_free), dut.tag_free.eq(tag_free),
+            dut.ar.arready.eq(self.ar_ready), dut.stops.hard.eq(self.hard), dut.stops.draining.eq(self.draining),
+            dut.stops.flush.eq(self.flush), dut.row_free.eq(row_free), dut.tag.free.eq(tag_free),
         ]
         rows_out = Signal(rp)
         tags_out = Signal(tw)
-        m.d.comb += [rows_out.eq(dut.row_alloc - row_free), tags_out.eq(dut.tag_alloc - tag_free)]
+        m.d.comb += [rows_out.eq(dut.row_alloc - row_free), tags_out.eq(dut.tag.alloc - tag_free)]
         # the write side frees rows, the tracker frees IDs: in order, never ahead of what was handed out
         m.d.comb += [Assume(self.give_rows <= rows_out), Assume(self.give_tags <= tags_out)]
         m.d.sync += [row_free.eq(row_free + self.give_rows), tag_free.eq(tag_free + self.give_tags)]
@@ -58,6 +58,6 @@ class ReadCredits(wiring.Component):
             Assert(rows_out <= p.buffer_rows, "more buffer rows handed out than the buffer holds"),
             Assert(tags_out <= p.reads_outstanding, "more read IDs handed out than reads_outstanding"),
         ]
-        with m.If(dut.ar_valid):
-            m.d.comb += Assert((rows_out + dut.tag_beats) <= p.buffer_rows, "a burst issued without room for its beats")
+        with m.If(dut.ar.arvalid):
+            m.d.comb += Assert((rows_out + dut.tag.beats) <= p.buffer_rows, "a burst issued without room for its beats")
         return m

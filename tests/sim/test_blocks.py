@@ -192,7 +192,7 @@ class _ValidatorBench(Elaboratable):
         init = [int.from_bytes(d.pack(), "little") for d in self.descriptors]
         win = m.submodules.window = memory.Memory(shape=256, depth=self.p.slots, init=init)
         rp = win.read_port()
-        m.d.comb += [rp.en.eq(v.win_en), rp.addr.eq(v.win_slot), v.win_desc.eq(rp.data)]
+        m.d.comb += [rp.en.eq(v.win.en), rp.addr.eq(v.win.slot), v.win.desc.eq(rp.data)]
         return m
 
 
@@ -277,46 +277,46 @@ def test_write_mux_keeps_address_order_for_data_and_responses():
         for _ in range(5000):
             if responses == len(data_bursts) + len(cw_writes):
                 break
-            ctx.set(d.aw_valid, bool(d_aw))
+            ctx.set(d.aw.valid, bool(d_aw))
             if d_aw:
-                ctx.set(d.aw_addr, d_aw[0][0])
-                ctx.set(d.aw_len, d_aw[0][1])
-            ctx.set(d.w_valid, bool(d_w) and rng.random() < 0.8)
+                ctx.set(d.aw.payload.addr, d_aw[0][0])
+                ctx.set(d.aw.payload.len, d_aw[0][1])
+            ctx.set(d.w.valid, bool(d_w) and rng.random() < 0.8)
             if d_w:
-                ctx.set(d.w_data, d_w[0][0] << 8 | d_w[0][1])
-                ctx.set(d.w_last, d_w[0][2])
-            ctx.set(c.aw_valid, bool(c_aw) and rng.random() < 0.3)
+                ctx.set(d.w.payload.data, d_w[0][0] << 8 | d_w[0][1])
+                ctx.set(d.w.payload.last, d_w[0][2])
+            ctx.set(c.aw.valid, bool(c_aw) and rng.random() < 0.3)
             if c_aw:
-                ctx.set(c.aw_addr, c_aw[0])
-            ctx.set(c.w_valid, bool(c_w))
+                ctx.set(c.aw.payload.addr, c_aw[0])
+            ctx.set(c.w.valid, bool(c_w))
             if c_w:
-                ctx.set(c.w_data, c_w[0] << 8)
-                ctx.set(c.w_last, 1)
-            ctx.set(d.b_ready, rng.random() < 0.8)
-            ctx.set(c.b_ready, 1)
-            ctx.set(dut.aw_ready, rng.random() < 0.6)
-            ctx.set(dut.w_ready, rng.random() < 0.7)
+                ctx.set(c.w.payload.data, c_w[0] << 8)
+                ctx.set(c.w.payload.last, 1)
+            ctx.set(d.b.ready, rng.random() < 0.8)
+            ctx.set(c.b.ready, 1)
+            ctx.set(dut.mem.awready, rng.random() < 0.6)
+            ctx.set(dut.mem.wready, rng.random() < 0.7)
             b_now = bool(pending_b) and rng.random() < 0.5
-            ctx.set(dut.b_valid, b_now)
-            ctx.set(dut.b_resp, 0)
+            ctx.set(dut.mem.bvalid, b_now)
+            ctx.set(dut.mem.bresp, 0)
 
-            if ctx.get(dut.aw_valid) and ctx.get(dut.aw_ready):
-                bus_aw.append((ctx.get(dut.aw_addr), ctx.get(dut.aw_len)))
-            if ctx.get(dut.w_valid) and ctx.get(dut.w_ready):
-                bus_w.append((ctx.get(dut.w_data), bool(ctx.get(dut.w_last))))
+            if ctx.get(dut.mem.awvalid) and ctx.get(dut.mem.awready):
+                bus_aw.append((ctx.get(dut.mem.awaddr), ctx.get(dut.mem.awlen)))
+            if ctx.get(dut.mem.wvalid) and ctx.get(dut.mem.wready):
+                bus_w.append((ctx.get(dut.mem.wdata), bool(ctx.get(dut.mem.wlast))))
                 if bus_w[-1][1]:
                     pending_b.append(len(pending_b) + responses)
-            if b_now and ctx.get(dut.b_ready):
+            if b_now and ctx.get(dut.mem.bready):
                 pending_b.pop(0)
                 responses += 1
-                b_to.append(("cw" if ctx.get(c.b_valid) else "data" if ctx.get(d.b_valid) else "none", responses))
-            if d_aw and ctx.get(d.aw_ready):
+                b_to.append(("cw" if ctx.get(c.b.valid) else "data" if ctx.get(d.b.valid) else "none", responses))
+            if d_aw and ctx.get(d.aw.ready):
                 d_aw.pop(0)
-            if d_w and ctx.get(d.w_valid) and ctx.get(d.w_ready):
+            if d_w and ctx.get(d.w.valid) and ctx.get(d.w.ready):
                 d_w.pop(0)
-            if c_aw and ctx.get(c.aw_valid) and ctx.get(c.aw_ready):
+            if c_aw and ctx.get(c.aw.valid) and ctx.get(c.aw.ready):
                 c_aw.pop(0)
-            if c_w and ctx.get(c.w_valid) and ctx.get(c.w_ready):
+            if c_w and ctx.get(c.w.valid) and ctx.get(c.w.ready):
                 c_w.pop(0)
             await ctx.tick()
 

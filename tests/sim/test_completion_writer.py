@@ -38,25 +38,25 @@ def test_every_due_word_reaches_memory(seed):
         ctx.set(dut.region.entry.addr, BASE)
         ctx.set(dut.region.entry.size, 64 * nq)
         for q in range(nq):
-            ctx.set(dut.compl_region[q], 1)
-            ctx.set(dut.compl_offset[q], 64 * q)
-        ctx.set(dut.bus.aw_ready, 1)
+            ctx.set(dut.queues.compl_region[q], 1)
+            ctx.set(dut.queues.compl_offset[q], 64 * q)
+        ctx.set(dut.bus.aw.ready, 1)
         pending_aw: list[int] = []
         responses = 0  # writes done, response not yet given
         for cycle in range(3000):
             events = [q for q in range(nq) if cycle < 2500 and rng.random() < 0.08]
             for q in range(nq):
-                ctx.set(dut.word[q], words[q])
-            ctx.set(dut.dirty, sum(1 << q for q in range(nq) if dirty[q]))
-            ctx.set(dut.bus.w_ready, int(bool(pending_aw)))  # a beat goes after its address, as the mux orders
+                ctx.set(dut.queues.word[q], words[q])
+            ctx.set(dut.queues.dirty, sum(1 << q for q in range(nq) if dirty[q]))
+            ctx.set(dut.bus.w.ready, int(bool(pending_aw)))  # a beat goes after its address, as the mux orders
             respond = responses > 0 and rng.random() < 0.5
-            ctx.set(dut.bus.b_valid, int(respond))
-            take = ctx.get(dut.events.take.valid)
-            taken = ctx.get(dut.events.take.queue)
-            aw = ctx.get(dut.bus.aw_valid)
-            aw_addr = ctx.get(dut.bus.aw_addr)
-            if ctx.get(dut.bus.w_valid) and pending_aw:
-                data, strb = ctx.get(dut.bus.w_data), ctx.get(dut.bus.w_strb)
+            ctx.set(dut.bus.b.valid, int(respond))
+            take = ctx.get(dut.queues.take.valid)
+            taken = ctx.get(dut.queues.take.queue)
+            aw = ctx.get(dut.bus.aw.valid)
+            aw_addr = ctx.get(dut.bus.aw.payload.addr)
+            if ctx.get(dut.bus.w.valid) and pending_aw:
+                data, strb = ctx.get(dut.bus.w.payload.data), ctx.get(dut.bus.w.payload.strb)
                 assert strb == 0xFF
                 memory[pending_aw.pop(0)] = data
                 responses += 1
@@ -95,22 +95,22 @@ def test_a_taken_word_is_held_until_its_write_is_issued(seed):
         ctx.set(dut.region.entry.perms, int(Perm.WRITE))
         ctx.set(dut.region.entry.addr, BASE)
         ctx.set(dut.region.entry.size, 64 * nq)
-        ctx.set(dut.bus.w_ready, 1)
-        ctx.set(dut.bus.b_valid, 0)
+        ctx.set(dut.bus.w.ready, 1)
+        ctx.set(dut.bus.b.valid, 0)
         for q in range(nq):
-            ctx.set(dut.compl_region[q], 1)
-            ctx.set(dut.compl_offset[q], 64 * q)
+            ctx.set(dut.queues.compl_region[q], 1)
+            ctx.set(dut.queues.compl_offset[q], 64 * q)
         dirty = 0
         takes = issues = 0
         for cycle in range(1500):
             if rng.random() < 0.1:
                 dirty |= 1 << rng.randrange(nq)
-            ctx.set(dut.dirty, dirty)
-            ctx.set(dut.bus.aw_ready, int(rng.random() < 0.3))
-            ctx.set(dut.bus.b_valid, int(issues > 0 and rng.random() < 0.5))
-            take, taken = ctx.get(dut.events.take.valid), ctx.get(dut.events.take.queue)
-            issue, issued = ctx.get(dut.events.issue.valid), ctx.get(dut.events.issue.queue)
-            hold, held = ctx.get(dut.events.hold.valid), ctx.get(dut.events.hold.queue)
+            ctx.set(dut.queues.dirty, dirty)
+            ctx.set(dut.bus.aw.ready, int(rng.random() < 0.3))
+            ctx.set(dut.bus.b.valid, int(issues > 0 and rng.random() < 0.5))
+            take, taken = ctx.get(dut.queues.take.valid), ctx.get(dut.queues.take.queue)
+            issue, issued = ctx.get(dut.queues.issue.valid), ctx.get(dut.queues.issue.queue)
+            hold, held = ctx.get(dut.queues.hold.valid), ctx.get(dut.queues.hold.queue)
             for q, waiting in holding.items():
                 if waiting:
                     assert hold and held == q, f"cycle {cycle}: queue {q}'s word taken, not issued, not held"

@@ -97,14 +97,14 @@ def test_bursts_rows_and_credits_match_the_model(data_width, seed):
                 row_free += unwritten.pop(0)[0]
             # returns first: the engine's AR valid depends on them within the cycle
             ctx.set(dut.row_free, row_free % (1 << p.row_ptr_width))
-            ctx.set(dut.tag_free, tag_free % (1 << (p.read_id_width + 1)))
+            ctx.set(dut.tag.free, tag_free % (1 << (p.read_id_width + 1)))
             ready = int(rng.random() < 0.6)
-            ctx.set(dut.ar_ready, ready)
-            valid, addr, alen = ctx.get(dut.ar_valid), ctx.get(dut.ar_addr), ctx.get(dut.ar_len)
-            base, beats = ctx.get(dut.tag_base), ctx.get(dut.tag_beats)
+            ctx.set(dut.ar.arready, ready)
+            valid, addr, alen = ctx.get(dut.ar.arvalid), ctx.get(dut.ar.araddr), ctx.get(dut.ar.arlen)
+            base, beats = ctx.get(dut.tag.base), ctx.get(dut.tag.beats)
             in_use = (ctx.get(dut.row_alloc) - row_free) % (1 << p.row_ptr_width)
             assert in_use <= rows_cap, "more rows handed out than the buffer holds"
-            assert (ctx.get(dut.tag_alloc) - tag_free) % (1 << (p.read_id_width + 1)) <= p.reads_outstanding
+            assert (ctx.get(dut.tag.alloc) - tag_free) % (1 << (p.read_id_width + 1)) <= p.reads_outstanding
             if valid and ready:
                 assert alen + 1 == beats
                 assert in_use + beats <= rows_cap, "a burst issued without room for its beats"
@@ -114,7 +114,7 @@ def test_bursts_rows_and_credits_match_the_model(data_width, seed):
             await ctx.tick()
         raise AssertionError(f"the read engine stalled: {len(got_jobs)} of {len(jobs)} jobs passed, "
                              f"{len(got_bursts)} bursts issued, {len(outstanding)} in flight; "
-                             f"row_alloc {ctx.get(dut.row_alloc)} row_free {row_free} tag_alloc {ctx.get(dut.tag_alloc)} "
+                             f"row_alloc {ctx.get(dut.row_alloc)} row_free {row_free} tag_alloc {ctx.get(dut.tag.alloc)} "
                              f"tag_free {tag_free} job_valid {ctx.get(dut.job.valid)} stall {ctx.get(dut.stall_buffer)} "
                              f"idle {ctx.get(dut.idle)} next {jobs[len(got_jobs)]}")
 
