@@ -76,13 +76,15 @@ class Campaign:
                                     "case": case.to_json()}, indent=1))
         self.tally.findings.append(Finding(problems, case, shrunk, path))
 
-    def _round_in_process(self, round_seed: int) -> None:
+    def _round_in_process(self, round_seed: int, deadline: float) -> None:
         last: list = []
 
         @seed(round_seed)
         @settings(settings.get_profile(profiles.CAMPAIGN))
         @given(self._cases)
         def prop(case: Case) -> None:
+            if time.monotonic() >= deadline:
+                return  # time is up: the round's remaining examples pass without running
             self.tally.count(case)
             problems = judge(case, self.run_case(case))
             if problems:
@@ -124,7 +126,7 @@ class Campaign:
             if self.run_batch is not None:
                 self._round_batched(round_seed)
             else:
-                self._round_in_process(round_seed)
+                self._round_in_process(round_seed, t0 + seconds)
             self.tally.rounds += 1
             self.tally.seconds = time.monotonic() - t0
             if on_progress:
