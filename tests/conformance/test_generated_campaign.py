@@ -57,3 +57,22 @@ def test_batched_campaign_shrinks_by_reductions(tmp_path):
     assert len(case.queues) == 1 and len(lengths) == 1 and lengths[0] >= 4096
     assert case.control == {"kind": "none"} and case.pause is None
     assert len(batches) > 1  # the reductions were played as batches after the round's
+
+
+
+def test_a_failure_found_at_the_time_bound_is_still_shrunk(tmp_path):
+    """Shrinking runs past the campaign's time bound: were its examples skipped there, Hypothesis would see
+    the failure vanish and raise Flaky instead of writing a reproducer (what a slow CI machine met)."""
+    clock = {"spent": False}
+
+    def engine(case):
+        out = broken_engine(case)
+        clock["spent"] = clock["spent"] or bool(judge(case, out))  # the bound passes with the first failure
+        return out
+
+    campaign = Campaign("broken-late", engine, tmp_path, max_descriptors=8,
+                        clock=lambda: float("inf") if clock["spent"] else 0.0)
+    tally = campaign.run(1, rng=random.Random(5))
+    assert clock["spent"] and tally.findings, "the planted bug went unnoticed"
+    case, _ = load_reproducer(tally.findings[0].file)
+    assert case.descriptors == 1
