@@ -35,8 +35,9 @@ class Samples:
     span_clk: int = 0
 
 
-@functools.cache
-def library(arch: str = "sm_90") -> ctypes.CDLL:
+def build(arch: str = "sm_90") -> Path:
+    """The shared library for `arch`, built with nvcc unless a build of this source is already there
+    (needs nvcc, not a GPU)."""
     nvcc = shutil.which("nvcc")
     digest = hashlib.sha256(SOURCE.read_bytes() + arch.encode()).hexdigest()[:12]
     lib = BUILD_DIR / f"libarkdma_paths_{digest}.so"
@@ -53,7 +54,12 @@ def library(arch: str = "sm_90") -> ctypes.CDLL:
         if run.returncode:
             raise PathError(f"nvcc could not build {SOURCE.name}:\n{run.stderr}")
         tmp.rename(lib)
-    dll = ctypes.CDLL(str(lib))
+    return lib
+
+
+@functools.cache
+def library(arch: str = "sm_90") -> ctypes.CDLL:
+    dll = ctypes.CDLL(str(build(arch)))
     u64p, i64p = ctypes.POINTER(ctypes.c_ulonglong), ctypes.POINTER(ctypes.c_longlong)
     dll.arkdma_paths_error.restype = ctypes.c_char_p
     dll.arkdma_paths_timer_resolution.argtypes = [u64p]

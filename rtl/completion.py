@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from driver.abi import ErrorCode, Resp
 
 from rtl.records import DoneKind, centry_layout, done_signature, write_response_stream
-from rtl.params import EngineParams
+from rtl.params import index_bits
 
 
 class CompletionUnit(wiring.Component):
@@ -19,13 +19,13 @@ class CompletionUnit(wiring.Component):
     for its data: BUS_ERROR), or completed (counted in the descriptor and byte counters). Completions
     of a queue that has already halted are not counted: they ran after the error."""
 
-    def __init__(self, p: EngineParams):
-        self.p = p
+    def __init__(self, *, num_queues: int):
+        queue_bits = index_bits(num_queues)
         super().__init__({
-            "cent": In(stream.Signature(centry_layout(p))),
+            "cent": In(stream.Signature(centry_layout(queue_bits))),
             "b": In(write_response_stream()),
-            "halted": In(p.num_queues),
-            "done": Out(done_signature(p)),
+            "halted": In(num_queues),
+            "done": Out(done_signature(queue_bits)),
             "descriptors": Out(64), "bytes": Out(64),
             "idle": Out(1),
         })

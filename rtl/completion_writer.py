@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from driver.abi import COMPLETION_BYTES, ErrorCode, Perm
 from rtl.records import CODE_BITS, completion_writer_port_signature, write_source_signature
-from rtl.params import EngineParams
+from rtl.params import index_bits
 from rtl.region_table import lookup_signature
 from rtl.round_robin import RoundRobin
 
@@ -24,26 +24,25 @@ class CompletionWriter(wiring.Component):
     aligned, registered, writable and inside its region is skipped, except at enable, where it
     halts the queue instead. Writes are issued without waiting for earlier responses."""
 
-    def __init__(self, p: EngineParams):
-        self.p = p
-        nq = p.num_queues
+    def __init__(self, *, num_queues: int, data_width: int):
+        self.num_queues, self.data_width = num_queues, data_width
         super().__init__({
             "flush": In(1),
-            "queues": Out(completion_writer_port_signature(p)),
+            "queues": Out(completion_writer_port_signature(num_queues)),
             "region": Out(lookup_signature()),
-            "bus": Out(write_source_signature(p.data_width)),
+            "bus": Out(write_source_signature(data_width)),
             "idle": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
-        p = self.p
-        dwb = p.data_bytes
+        nq, queue_bits = self.num_queues, index_bits(self.num_queues)
+        dwb = self.data_width // 8
         lg = (dwb - 1).bit_length()
-        rr = m.submodules.rr = RoundRobin(p.num_queues)
-        acks = m.submodules.acks = SyncFIFO(width=p.queue_bits, depth=OUTSTANDING)
+        rr = m.submodules.rr = RoundRobin(nq)
+        acks = m.submodules.acks = SyncFIFO(width=queue_bits, depth=OUTSTANDING)
 
-        q = Signal(p.queue_bits)
+        q = Signal(queue_bits)
         value = Signal(64)
         check = Signal()
         offset = Signal(64)
@@ -73,7 +72,7 @@ class CompletionWriter(wiring.Component):
             bus.w.payload.strb.eq(Const(0xFF, dwb) << Cat(Const(0, 3), lane)),
             bus.w.payload.last.eq(1),
         ]
-        m.d.comb += rr.requests.eq((self.queues.dirty | self.queues.checking) & ~self.flush.replicate(p.num_queues))
+        m.d.comb += rr.requests.eq((self.queues.dirty | self.queues.checking) & ~self.flush.replicate(nq))
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 m.d.comb += [rr.advance.eq(1), self.queues.take.valid.eq(rr.valid),

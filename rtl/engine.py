@@ -61,22 +61,30 @@ class Engine(wiring.Component):
         soft_reset = Signal()
 
         axil = m.submodules.axil = AxiLiteSlave(p.csr_addr_width)
-        regs = m.submodules.regs = RegisterFile(p)
-        windows = m.submodules.windows = SubmissionWindows(p)
-        regions = RegionTable(p)
-        queues = Queues(p)
+        nq, dw, rp = p.num_queues, p.data_width, p.row_ptr_width
+        regs = m.submodules.regs = RegisterFile(num_queues=nq, slots=p.slots, num_regions=p.num_regions, data_width=dw)
+        windows = m.submodules.windows = SubmissionWindows(num_queues=nq, slots=p.slots, data_width=dw,
+                                                           id_width=p.window_id_width)
+        regions = RegionTable(num_regions=p.num_regions)
+        queues = Queues(num_queues=nq, slots=p.slots)
         errlog = ErrorLog(p.errlog_depth)
-        completion = CompletionUnit(p)
-        cw = CompletionWriter(p)
+        completion = CompletionUnit(num_queues=nq)
+        cw = CompletionWriter(num_queues=nq, data_width=dw)
         for name, unit in (("regions", regions), ("queues", queues), ("errlog", errlog),
                            ("completion", completion), ("cw", cw)):
             m.submodules[name] = ResetInserter(soft_reset)(unit)
-        validator = m.submodules.validator = Validator(p)
-        reader = m.submodules.reader = ReadEngine(p)
-        tracker = m.submodules.tracker = ReadTracker(p)
-        planner = m.submodules.planner = WritePlanner(p)
-        wdata = m.submodules.wdata = WriteData(p)
-        wmux = m.submodules.wmux = WriteMux(p)
+        validator = m.submodules.validator = Validator(num_queues=nq, slots=p.slots, data_width=dw, row_ptr_width=rp,
+                                                       max_burst_beats=p.max_burst_beats)
+        reader = m.submodules.reader = ReadEngine(num_queues=nq, data_width=dw, reads_outstanding=p.reads_outstanding,
+                                                  buffer_rows=p.buffer_rows, row_ptr_width=rp,
+                                                  max_burst_beats=p.max_burst_beats)
+        tracker = m.submodules.tracker = ReadTracker(data_width=dw, reads_outstanding=p.reads_outstanding,
+                                                     buffer_rows=p.buffer_rows, row_ptr_width=rp)
+        planner = m.submodules.planner = WritePlanner(num_queues=nq, data_width=dw, row_ptr_width=rp,
+                                                      max_burst_beats=p.max_burst_beats)
+        wdata = m.submodules.wdata = WriteData(data_width=dw, buffer_rows=p.buffer_rows, row_ptr_width=rp)
+        wmux = m.submodules.wmux = WriteMux(data_width=dw, id_width=p.read_id_width,
+                                            writes_outstanding=p.writes_outstanding)
         buf = m.submodules.buffer = memory.Memory(shape=p.data_width, depth=p.buffer_rows, init=[])
 
         wiring.connect(m, wiring.flipped(self.csr), axil.axil)
@@ -111,10 +119,11 @@ class Engine(wiring.Component):
         wiring.connect(m, cw.region, regions.cw)
 
         # validator -> read engine -> write planner
-        jobq = m.submodules.jobq = SyncFIFO(width=job_layout(p).size, depth=JOB_QUEUE)
+        jobq = m.submodules.jobq = SyncFIFO(width=job_layout(p.queue_bits, rp).size, depth=JOB_QUEUE)
         wiring.connect(m, validator.job, jobq.w_stream)
         wiring.connect(m, jobq.r_stream, reader.job)
-        wjobq = m.submodules.wjobq = SyncFIFOBuffered(width=job_layout(p).size, depth=max(16, p.reads_outstanding))
+        wjobq = m.submodules.wjobq = SyncFIFOBuffered(width=job_layout(p.queue_bits, rp).size,
+                                                  depth=max(16, p.reads_outstanding))
         wiring.connect(m, reader.wjob, wjobq.w_stream)
         wiring.connect(m, wjobq.r_stream, planner.wjob)
         wiring.connect(m, queues.stops, validator.stops, reader.stops, planner.stops)
@@ -130,11 +139,11 @@ class Engine(wiring.Component):
         m.d.comb += [planner.filled.eq(tracker.filled), planner.row_alloc.eq(reader.row_alloc),
                      wdata.filled.eq(tracker.filled)]
         wiring.connect(m, tracker.fault, planner.fault)
-        went = m.submodules.went = SyncFIFO(width=wentry_layout(p).size, depth=W_ENTRIES)
+        went = m.submodules.went = SyncFIFO(width=wentry_layout(p.data_bytes, rp).size, depth=W_ENTRIES)
         wiring.connect(m, planner.went, went.w_stream)
         wiring.connect(m, went.r_stream, wdata.went)
         wiring.connect(m, wdata.buf, buf.read_port())
-        centq = m.submodules.centq = SyncFIFOBuffered(width=centry_layout(p).size, depth=p.writes_outstanding)
+        centq = m.submodules.centq = SyncFIFOBuffered(width=centry_layout(p.queue_bits).size, depth=p.writes_outstanding)
         wiring.connect(m, planner.cent, centq.w_stream)
         wiring.connect(m, centq.r_stream, completion.cent)
         wiring.connect(m, planner.aw, wmux.data.aw)

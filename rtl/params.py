@@ -9,6 +9,12 @@ from driver.abi import MAX_LENGTH, WINDOW_BASE, bar_bytes, check_geometry
 DATA_WIDTHS = (64, 128, 256, 512)
 ADDR_WIDTH = 64  # host bus addresses are 64-bit in the ABI
 PAGE_BYTES = 4096  # AXI bursts never cross a 4 KiB boundary
+CSR_ADDR_WIDTH = (WINDOW_BASE - 1).bit_length()  # the register block's port: everything below the windows
+
+
+def index_bits(count: int) -> int:
+    """Bits of an index into `count` things (at least one)."""
+    return max(1, (count - 1).bit_length())
 
 
 def _power_of_two(name: str, value: int, lo: int, hi: int) -> None:
@@ -73,15 +79,15 @@ class EngineParams:
 
     @property
     def read_id_width(self) -> int:
-        return max(1, (self.reads_outstanding - 1).bit_length())
+        return index_bits(self.reads_outstanding)
 
     @property
     def queue_bits(self) -> int:
-        return max(1, (self.num_queues - 1).bit_length())
+        return index_bits(self.num_queues)
 
     @property
     def region_bits(self) -> int:
-        return max(1, (self.num_regions - 1).bit_length())
+        return index_bits(self.num_regions)
 
     @property
     def bar_bytes(self) -> int:
@@ -93,7 +99,7 @@ class EngineParams:
 
     @property
     def csr_addr_width(self) -> int:
-        return (WINDOW_BASE - 1).bit_length()
+        return CSR_ADDR_WIDTH
 
     @property
     def row_ptr_width(self) -> int:

@@ -10,7 +10,7 @@ from driver.abi import COMPLETION_ERROR_BIT, QUEUE, ErrorCode
 from rtl.abi_layouts import bits_of
 from rtl.records import (CODE_BITS, INDEX_BITS, DoneKind, completion_writer_port_signature, done_signature,
                          errlog_push_signature, event_signature, pick_layout, stops_signature, table_port_signature)
-from rtl.params import EngineParams
+from rtl.params import index_bits
 from rtl.round_robin import RoundRobin
 
 CW_OUT_BITS = 5  # completion-word writes of one queue awaiting their response (the writer allows fewer)
@@ -30,28 +30,28 @@ class Queues(wiring.Component):
     location and write the word. The scheduler serves a queue only after that check.
     """
 
-    def __init__(self, p: EngineParams):
-        self.p = p
-        nq = p.num_queues
-        self.count_bits = (p.slots - 1).bit_length() + 3  # descriptors between scheduler and retirement
+    def __init__(self, *, num_queues: int, slots: int):
+        self.num_queues, self.slots = num_queues, slots
+        nq, queue_bits = num_queues, index_bits(num_queues)
+        self.count_bits = (slots - 1).bit_length() + 3  # descriptors between scheduler and retirement
         super().__init__({
             "engine_enable": In(1),
             "flush": In(1),
             # host registers
-            "regs": In(table_port_signature(p.queue_bits, 6, word=True)),
+            "regs": In(table_port_signature(queue_bits, 6, word=True)),
             # scheduler
-            "pick": Out(stream.Signature(pick_layout(p))),
+            "pick": Out(stream.Signature(pick_layout(queue_bits))),
             # validator
-            "squash": In(event_signature(p.queue_bits, index=True)),
-            "issue": In(event_signature(p.queue_bits)),
+            "squash": In(event_signature(queue_bits, index=True)),
+            "issue": In(event_signature(queue_bits)),
             # an error was found at a producer index: the queue stops, descriptors after it are dropped
-            "stop_v": In(event_signature(p.queue_bits, index=True)),  # by the validator
-            "stop_p": In(event_signature(p.queue_bits, index=True)),  # by the write planner
-            "stops": Out(stops_signature(p)),
+            "stop_v": In(event_signature(queue_bits, index=True)),  # by the validator
+            "stop_p": In(event_signature(queue_bits, index=True)),  # by the write planner
+            "stops": Out(stops_signature(nq)),
             # completion
-            "done": In(done_signature(p)),
+            "done": In(done_signature(queue_bits)),
             # completion writer
-            "cw": In(completion_writer_port_signature(p)),
+            "cw": In(completion_writer_port_signature(nq)),
             # error log
             "log": Out(errlog_push_signature()),
             # state, one entry per queue
@@ -60,8 +60,7 @@ class Queues(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        p = self.p
-        nq, cb = p.num_queues, self.count_bits
+        nq, cb = self.num_queues, self.count_bits
         off = {r.name: r.offset for r in QUEUE.registers}
         enable_bit = bits_of(QUEUE, "CONTROL", "ENABLE").start
 
@@ -119,7 +118,7 @@ class Queues(wiring.Component):
             with m.If(w & (self.regs.w_offset == off["DOORBELL"]) & q.enabled & ~q.halting & ~q.db_pend):
                 with m.If(delta[31]):
                     m.d.sync += [q.db_pend.eq(1), q.db_code.eq(ErrorCode.DOORBELL_BACKWARDS), q.db_value.eq(self.regs.w_data)]
-                with m.Elif(ring > p.slots):
+                with m.Elif(ring > self.slots):
                     m.d.sync += [q.db_pend.eq(1), q.db_code.eq(ErrorCode.RING_OVERFLOW), q.db_value.eq(self.regs.w_data)]
                 with m.Else():
                     m.d.sync += q.posted.eq(self.regs.w_data)

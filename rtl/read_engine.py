@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from rtl import bursts
 from rtl.axi import Burst, axi_channels, size_code
-from rtl.params import ADDR_WIDTH, EngineParams
+from rtl.params import ADDR_WIDTH, index_bits
 from rtl.records import JobKind, job_layout, read_tag_signature, stops_signature
 
 
@@ -22,15 +22,19 @@ class ReadEngine(wiring.Component):
     A copy whose queue has stopped is passed on as DROP without reading.
     """
 
-    def __init__(self, p: EngineParams):
-        self.p = p
-        rp = p.row_ptr_width
+    def __init__(self, *, num_queues: int, data_width: int, reads_outstanding: int, buffer_rows: int,
+                 row_ptr_width: int, max_burst_beats: int):
+        self.data_width, self.reads_outstanding, self.buffer_rows = data_width, reads_outstanding, buffer_rows
+        self.row_ptr_width, self.max_burst_beats = row_ptr_width, max_burst_beats
+        self.id_width = index_bits(reads_outstanding)
+        rp = row_ptr_width
+        job = stream.Signature(job_layout(index_bits(num_queues), rp))
         super().__init__({
-            "job": In(stream.Signature(job_layout(p))),
-            "wjob": Out(stream.Signature(job_layout(p))),
-            "stops": In(stops_signature(p)),
-            "ar": Out(axi_channels(ADDR_WIDTH, p.data_width, p.read_id_width, "ar")),
-            "tag": Out(read_tag_signature(p)),  # the burst issued this cycle; IDs handed out and returned
+            "job": In(job),
+            "wjob": Out(job),
+            "stops": In(stops_signature(num_queues)),
+            "ar": Out(axi_channels(ADDR_WIDTH, data_width, self.id_width, "ar")),
+            "tag": Out(read_tag_signature(self.id_width, rp)),  # the burst issued this cycle; IDs handed out and returned
             "row_alloc": Out(rp),  # rows handed out so far (free-running)
             "row_free": In(rp),  # rows the write side has finished with
             "stall_buffer": Out(1),
@@ -39,15 +43,14 @@ class ReadEngine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        p = self.p
-        lg = (p.data_bytes - 1).bit_length()
-        rp = p.row_ptr_width
-        pgw = bursts.page_bits(p)
+        db, iw, rp = self.data_width // 8, self.id_width, self.row_ptr_width
+        lg = (db - 1).bit_length()
+        pgw = bursts.page_bits(db)
 
         cur_valid = Signal()
-        tag_alloc = Signal(p.read_id_width + 1)
+        tag_alloc = Signal(iw + 1)
         row_alloc = Signal(rp)
-        alloc_low = Signal(rp, init=-p.buffer_rows % (1 << rp))  # row_alloc - buffer_rows
+        alloc_low = Signal(rp, init=-self.buffer_rows % (1 << rp))  # row_alloc - buffer_rows
         # The next burst is planned a cycle ahead: its beats, address, the rows allocated after it (`after`,
         # and `low` = after - buffer_rows, which row_free must reach), and the state after it (g_*).
         c_beats, c_last, c_addr = Signal(bursts.BEATS_BITS), Signal(), Signal(64)
@@ -56,22 +59,22 @@ class ReadEngine(wiring.Component):
 
         tags_ok, rows_ok = Signal(), Signal()
         m.d.comb += [
-            tags_ok.eq((tag_alloc - self.tag.free)[: p.read_id_width + 1] < p.reads_outstanding),
+            tags_ok.eq((tag_alloc - self.tag.free)[: iw + 1] < self.reads_outstanding),
             rows_ok.eq(~(self.row_free - c_low)[rp - 1]),
         ]
         fire = Signal()
         m.d.comb += [
             self.ar.arvalid.eq(cur_valid & tags_ok & rows_ok),
-            self.ar.arid.eq(tag_alloc[: p.read_id_width]),
+            self.ar.arid.eq(tag_alloc[:iw]),
             self.ar.araddr.eq(c_addr), self.ar.arlen.eq(c_beats - 1),
-            self.ar.arsize.eq(size_code(p.data_width)), self.ar.arburst.eq(Burst.INCR), self.ar.arcache.eq(0b0011),
+            self.ar.arsize.eq(size_code(self.data_width)), self.ar.arburst.eq(Burst.INCR), self.ar.arcache.eq(0b0011),
             fire.eq(self.ar.arvalid & self.ar.arready),
             self.tag.valid.eq(fire), self.tag.alloc.eq(tag_alloc), self.tag.base.eq(row_alloc),
             self.tag.beats.eq(c_beats),
             self.row_alloc.eq(row_alloc),
             self.stall_buffer.eq(cur_valid & ~(tags_ok & rows_ok)),
         ]
-        next_beats, next_last = bursts.cut(m, p, g_pg, g_left)
+        next_beats, next_last = bursts.cut(m, self.max_burst_beats, g_pg, g_left)
         with m.If(fire):
             m.d.sync += [row_alloc.eq(c_after), alloc_low.eq(c_low), tag_alloc.eq(tag_alloc + 1),
                          c_beats.eq(next_beats), c_last.eq(next_last), c_addr.eq(g_addr),
@@ -105,9 +108,9 @@ class ReadEngine(wiring.Component):
         with m.If(self.job.valid & self.job.ready & reads):
             # the validator planned the first burst (rbeats, rlast)
             m.d.sync += [cur_valid.eq(1), c_beats.eq(job.rbeats), c_last.eq(job.rlast),
-                         c_addr.eq(job.src_addr & ~(p.data_bytes - 1)),
+                         c_addr.eq(job.src_addr & ~(db - 1)),
                          c_after.eq(row_next + job.rbeats), c_low.eq(low_next + job.rbeats),
-                         g_pg.eq(bursts.to_page(p, job.src_addr) - job.rbeats), g_left.eq(job.nrows - job.rbeats),
-                         g_addr.eq((job.src_addr & ~(p.data_bytes - 1)) + (job.rbeats << lg))]
+                         g_pg.eq(bursts.to_page(db, job.src_addr) - job.rbeats), g_left.eq(job.nrows - job.rbeats),
+                         g_addr.eq((job.src_addr & ~(db - 1)) + (job.rbeats << lg))]
         m.d.comb += self.idle.eq(~cur_valid & (tag_alloc == self.tag.free))
         return m

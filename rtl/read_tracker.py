@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from driver.abi import Resp
 from rtl.axi import axi_channels
-from rtl.params import ADDR_WIDTH, EngineParams
+from rtl.params import ADDR_WIDTH, index_bits
 from rtl.records import read_fault_signature, read_tag_signature
 
 
@@ -23,25 +23,24 @@ class ReadTracker(wiring.Component):
     until the write planner acknowledges it; the planner decides whose descriptor failed.
     """
 
-    def __init__(self, p: EngineParams):
-        self.p = p
-        rp = p.row_ptr_width
+    def __init__(self, *, data_width: int, reads_outstanding: int, buffer_rows: int, row_ptr_width: int):
+        self.data_width, self.reads_outstanding = data_width, reads_outstanding
+        self.buffer_rows, self.row_ptr_width = buffer_rows, row_ptr_width
+        self.id_width = iw = index_bits(reads_outstanding)
+        rp = row_ptr_width
         super().__init__({
-            "r": Out(axi_channels(ADDR_WIDTH, p.data_width, p.read_id_width, "r")),
-            "tag": In(read_tag_signature(p)),
-            "buf": In(memory.WritePort.Signature(addr_width=(p.buffer_rows - 1).bit_length(), shape=p.data_width)),
+            "r": Out(axi_channels(ADDR_WIDTH, data_width, iw, "r")),
+            "tag": In(read_tag_signature(iw, rp)),
+            "buf": In(memory.WritePort.Signature(addr_width=(buffer_rows - 1).bit_length(), shape=data_width)),
             "filled": Out(rp),
-            "fault": Out(read_fault_signature(p)),
-            "inflight": Out(p.read_id_width + 1),
+            "fault": Out(read_fault_signature(rp)),
+            "inflight": Out(iw + 1),
         })
 
     def elaborate(self, platform):
         m = Module()
-        p = self.p
-        n = p.reads_outstanding
-        rp = p.row_ptr_width
-        iw = p.read_id_width
-        aw = (p.buffer_rows - 1).bit_length()
+        n, rp, iw, dw = self.reads_outstanding, self.row_ptr_width, self.id_width, self.data_width
+        aw = (self.buffer_rows - 1).bit_length()
         base = Array(Signal(rp, name=f"base{i}") for i in range(n))
         last = Array(Signal(8, name=f"last{i}") for i in range(n))  # beats - 1
         recv = Array(Signal(9, name=f"recv{i}") for i in range(n))
@@ -62,9 +61,9 @@ class ReadTracker(wiring.Component):
         # Beats: A registers the port (a beat comes at least a cycle after its address handshake, so it
         # finds its entry written) and reads its ID's entry; B writes the data and the updated entry.
         # When B's previous beat had the same ID, A's read missed that update: B forwards it.
-        a_valid, a_id, a_data, a_resp = Signal(), Signal(iw), Signal(p.data_width), Signal(2)
+        a_valid, a_id, a_data, a_resp = Signal(), Signal(iw), Signal(dw), Signal(2)
         m.d.sync += [a_valid.eq(self.r.rvalid), a_id.eq(self.r.rid), a_data.eq(self.r.rdata), a_resp.eq(self.r.rresp)]
-        b_valid, b_id, b_data, b_resp, b_fwd = Signal(), Signal(iw), Signal(p.data_width), Signal(2), Signal()
+        b_valid, b_id, b_data, b_resp, b_fwd = Signal(), Signal(iw), Signal(dw), Signal(2), Signal()
         b_ptr, b_recv, b_last = Signal(aw), Signal(9), Signal(8)
         f_ptr, f_recv = Signal(aw), Signal(9)  # B's updated values, for the next beat
         m.d.sync += [b_valid.eq(a_valid), b_id.eq(a_id), b_data.eq(a_data), b_resp.eq(a_resp),

@@ -8,7 +8,7 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.abi_layouts import DescriptorLayout
-from rtl.params import EngineParams
+from rtl.params import index_bits
 
 CODE_BITS = 4  # ErrorCode values fit in 4 bits (the registers give them 8)
 INDEX_BITS = 32  # producer indices are reported by their low 32 bits
@@ -27,21 +27,21 @@ class WKind(enum.Enum, shape=2):
     DISCARD = 2  # free the rest of a descriptor's buffer rows without writing them
 
 
-def pick_layout(p: EngineParams) -> data.StructLayout:
+def pick_layout(queue_bits: int) -> data.StructLayout:
     """What the scheduler hands the validator: a queue's next slot, or its pending doorbell error."""
     return data.StructLayout({
-        "queue": p.queue_bits,
+        "queue": queue_bits,
         "index": INDEX_BITS,
         "token": 1,  # a doorbell error instead of a descriptor
         "code": CODE_BITS,
     })
 
 
-def job_layout(p: EngineParams) -> data.StructLayout:
+def job_layout(queue_bits: int, row_ptr_width: int) -> data.StructLayout:
     """A validated descriptor (validator -> read engine -> write planner)."""
     return data.StructLayout({
         "kind": JobKind,
-        "queue": p.queue_bits,
+        "queue": queue_bits,
         "index": INDEX_BITS,
         "cookie": 32,
         "code": CODE_BITS,
@@ -50,16 +50,16 @@ def job_layout(p: EngineParams) -> data.StructLayout:
         "src_addr": 64,  # bus address; for IMM, the value to write
         "dst_addr": 64,
         "length": 32,
-        "row0": p.row_ptr_width,  # first buffer row of its source data (set by the read engine)
-        "nrows": p.row_ptr_width,  # buffer rows its reads fill (the validator counts them; 0 past the read engine if none)
+        "row0": row_ptr_width,  # first buffer row of its source data (set by the read engine)
+        "nrows": row_ptr_width,  # buffer rows its reads fill (the validator counts them; 0 past the read engine if none)
         "rbeats": 9,  # the first read burst, planned by the validator: its beats
         "rlast": 1,  # and whether it is the only one
     })
 
 
-def wentry_layout(p: EngineParams) -> data.StructLayout:
+def wentry_layout(data_bytes: int, row_ptr_width: int) -> data.StructLayout:
     """One entry for the write-data generator (write planner -> write data)."""
-    lanes = (p.data_bytes - 1).bit_length() or 1
+    lanes = (data_bytes - 1).bit_length() or 1
     return data.StructLayout({
         "kind": WKind,
         "beats": 9,  # beats in this burst (1..256)
@@ -69,20 +69,20 @@ def wentry_layout(p: EngineParams) -> data.StructLayout:
         "shift": lanes,  # (source lane - destination lane) mod data bytes
         "first_lane": lanes,  # destination lane of the descriptor's first byte
         "last_lane": lanes,  # destination lane of the descriptor's last byte
-        "row0": p.row_ptr_width,
-        "nrows": p.row_ptr_width,
-        "row_end": p.row_ptr_width,  # row0 + nrows
+        "row0": row_ptr_width,
+        "nrows": row_ptr_width,
+        "row_end": row_ptr_width,  # row0 + nrows
         "imm": 64,
     })
 
 
-def centry_layout(p: EngineParams) -> data.StructLayout:
+def centry_layout(queue_bits: int) -> data.StructLayout:
     """One entry for the completion unit, in issue order (write planner -> completion)."""
     return data.StructLayout({
         "burst": 1,  # a write burst was issued: wait for its response
         "marker": 1,  # the descriptor ends here: retire it
         "dropped": 1,
-        "queue": p.queue_bits,
+        "queue": queue_bits,
         "index": INDEX_BITS,
         "cookie": 32,
         "code": CODE_BITS,
@@ -97,11 +97,11 @@ class DoneKind(enum.Enum, shape=2):
     HALT = 2  # the queue halts on this one
 
 
-def done_layout(p: EngineParams) -> data.StructLayout:
+def done_layout(queue_bits: int) -> data.StructLayout:
     """A descriptor leaving the pipeline (completion unit -> queue table)."""
     return data.StructLayout({
         "kind": DoneKind,
-        "queue": p.queue_bits,
+        "queue": queue_bits,
         "notify": 1,
         "code": CODE_BITS,
         "cookie": 32,
@@ -117,15 +117,15 @@ def region_entry_layout() -> data.StructLayout:
     return data.StructLayout({"addr": 64, "size": 64, "perms": 2})
 
 
-def stops_signature(p: EngineParams) -> wiring.Signature:
+def stops_signature(num_queues: int) -> wiring.Signature:
     """Which queues have stopped, and from which producer index on (as the queue table shows them)."""
     return wiring.Signature({
-        "halting": Out(p.num_queues),
-        "stop_at": Out(data.ArrayLayout(INDEX_BITS, p.num_queues)),
-        "draining": Out(p.num_queues),  # disabled: descriptors that have not started are dropped
+        "halting": Out(num_queues),
+        "stop_at": Out(data.ArrayLayout(INDEX_BITS, num_queues)),
+        "draining": Out(num_queues),  # disabled: descriptors that have not started are dropped
         # stopped from behind the read engine (write planner, completion): every descriptor of the queue
         # not yet past the read engine comes after the stop, so the read engine needs no index compare
-        "hard": Out(p.num_queues),
+        "hard": Out(num_queues),
         "flush": Out(1),  # a global reset drains the pipeline: everything is dropped
     })
 
@@ -147,13 +147,13 @@ def event_signature(queue_bits: int, index: bool = False) -> wiring.Signature:
     return wiring.Signature(members)
 
 
-def completion_writer_port_signature(p: EngineParams) -> wiring.Signature:
+def completion_writer_port_signature(num_queues: int) -> wiring.Signature:
     """The completion writer's port into the queue table, from the writer's side. In: which queues' words
     are due (`dirty`) or whose location must be checked after enable (`checking`), each queue's word and
     its location. Out, events: a word taken (its dirty bit clears), held until its write issues, the
     location check passed or failed (the table may refuse a failure this cycle: `ready`), a write issued,
     and its response back."""
-    nq, queue_bits = p.num_queues, p.queue_bits
+    nq, queue_bits = num_queues, index_bits(num_queues)
     return wiring.Signature({
         "dirty": In(nq), "checking": In(nq),
         "word": In(data.ArrayLayout(64, nq)),  # completion word: completed | halted << 63
@@ -169,27 +169,27 @@ def completion_writer_port_signature(p: EngineParams) -> wiring.Signature:
     })
 
 
-def done_signature(p: EngineParams) -> wiring.Signature:
+def done_signature(queue_bits: int) -> wiring.Signature:
     """A descriptor retired by the completion unit (in issue order), as the queue table takes it."""
-    return wiring.Signature({"valid": Out(1), "entry": Out(done_layout(p))})
+    return wiring.Signature({"valid": Out(1), "entry": Out(done_layout(queue_bits))})
 
 
-def read_tag_signature(p: EngineParams) -> wiring.Signature:
+def read_tag_signature(read_id_width: int, row_ptr_width: int) -> wiring.Signature:
     """A read burst issued (`valid` the cycle its address is taken): its ID count, first buffer row and beats,
     from the read engine to the read tracker; `free` is the count of IDs the tracker has retired."""
-    return wiring.Signature({"valid": Out(1), "alloc": Out(p.read_id_width + 1), "base": Out(p.row_ptr_width),
-                             "beats": Out(9), "free": In(p.read_id_width + 1)})
+    return wiring.Signature({"valid": Out(1), "alloc": Out(read_id_width + 1), "base": Out(row_ptr_width),
+                             "beats": Out(9), "free": In(read_id_width + 1)})
 
 
-def read_fault_signature(p: EngineParams) -> wiring.Signature:
+def read_fault_signature(row_ptr_width: int) -> wiring.Signature:
     """The read tracker's walk stopped at a burst answered with an error (its first row), until the
     write planner acknowledges it."""
-    return wiring.Signature({"valid": Out(1), "row": Out(p.row_ptr_width), "ack": In(1)})
+    return wiring.Signature({"valid": Out(1), "row": Out(row_ptr_width), "ack": In(1)})
 
 
-def window_read_signature(p: EngineParams) -> wiring.Signature:
+def window_read_signature(num_queues: int, slots: int) -> wiring.Signature:
     """The validator's read of one submission-window slot; the descriptor comes the cycle after `en`."""
-    return wiring.Signature({"en": Out(1), "queue": Out(p.queue_bits), "slot": Out(range(p.slots)),
+    return wiring.Signature({"en": Out(1), "queue": Out(index_bits(num_queues)), "slot": Out(range(slots)),
                              "desc": In(DescriptorLayout)})
 
 

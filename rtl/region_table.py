@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from driver.abi import REGION, REGION_ID_BITS
 from rtl.records import region_entry_layout, table_port_signature
-from rtl.params import EngineParams
+from rtl.params import index_bits
 
 LOOKUPS = ("src", "dst", "cw")  # validator source and destination, completion writer
 
@@ -24,10 +24,10 @@ class RegionTable(wiring.Component):
     shadow and permissions into that region at once (PERMS = 0 unregisters it). Reads of a region's
     registers return its committed entry."""
 
-    def __init__(self, p: EngineParams):
-        self.p = p
+    def __init__(self, *, num_regions: int):
+        self.num_regions = num_regions
         members = {
-            "regs": In(table_port_signature(p.region_bits, 5, read_enable=True)),
+            "regs": In(table_port_signature(index_bits(num_regions), 5, read_enable=True)),
         }
         for name in LOOKUPS:
             members[name] = In(lookup_signature())
@@ -35,9 +35,9 @@ class RegionTable(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        p = self.p
-        table = m.submodules.table = memory.Memory(shape=region_entry_layout(), depth=p.num_regions, init=[])
-        valid = Signal(p.num_regions)
+        nr, rb = self.num_regions, index_bits(self.num_regions)
+        table = m.submodules.table = memory.Memory(shape=region_entry_layout(), depth=nr, init=[])
+        valid = Signal(nr)
         shadow_addr = Signal(64)
         shadow_size = Signal(64)
 
@@ -63,9 +63,9 @@ class RegionTable(wiring.Component):
             port = getattr(self, name)
             rp = table.read_port()
             known = Signal(name=f"{name}_known")
-            m.d.comb += [rp.addr.eq(port.id[: p.region_bits]), rp.en.eq(port.en)]
+            m.d.comb += [rp.addr.eq(port.id[:rb]), rp.en.eq(port.en)]
             with m.If(port.en):
-                m.d.sync += known.eq((port.id < p.num_regions) & valid.bit_select(port.id[: p.region_bits], 1))
+                m.d.sync += known.eq((port.id < nr) & valid.bit_select(port.id[:rb], 1))
             m.d.comb += [port.entry.addr.eq(rp.data.addr), port.entry.size.eq(rp.data.size),
                          port.entry.perms.eq(Mux(known, rp.data.perms, 0))]
 

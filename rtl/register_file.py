@@ -12,7 +12,7 @@ from driver.abi import (
 from rtl.abi_layouts import bits_of
 from rtl.axil_slave import register_bus_signature
 from rtl.records import errlog_read_signature, table_port_signature
-from rtl.params import EngineParams
+from rtl.params import CSR_ADDR_WIDTH, index_bits
 
 CAPS = (Capability.NOTIFY | Capability.FENCE | Capability.IMM | Capability.ERROR_LOG | Capability.BUS_ERRORS
         | Capability.PERF_COUNTERS)
@@ -28,14 +28,14 @@ class RegisterFile(wiring.Component):
     finish), then `soft_reset` clears queues, regions, the error log and the counters, and RESET
     reads 0 again."""
 
-    def __init__(self, p: EngineParams):
-        self.p = p
+    def __init__(self, *, num_queues: int, slots: int, num_regions: int, data_width: int):
+        self.num_queues, self.slots, self.num_regions, self.data_width = num_queues, slots, num_regions, data_width
         super().__init__({
-            "bus": In(register_bus_signature(p.csr_addr_width)),
+            "bus": In(register_bus_signature(CSR_ADDR_WIDTH)),
             # queue table
-            "queues": Out(table_port_signature(p.queue_bits, 6, word=True)),
+            "queues": Out(table_port_signature(index_bits(num_queues), 6, word=True)),
             # region table
-            "regions": Out(table_port_signature(p.region_bits, 5, read_enable=True)),
+            "regions": Out(table_port_signature(index_bits(num_regions), 5, read_enable=True)),
             # error log
             "log": In(errlog_read_signature()),
             # engine state
@@ -49,16 +49,16 @@ class RegisterFile(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        p, b = self.p, self.bus
+        b = self.bus
         g = {r.name: r.offset for r in GLOBAL.registers}
         assert REGION.stride == 1 << 5 and QUEUE.stride == 1 << 6, "block strides are decoded as bit fields"
 
         def decode(addr):
             is_global = addr < REGION.base
             region = (addr - REGION.base)[5:]
-            is_region = (addr >= REGION.base) & (addr < QUEUE.base) & (region < p.num_regions)
+            is_region = (addr >= REGION.base) & (addr < QUEUE.base) & (region < self.num_regions)
             queue = (addr - QUEUE.base)[6:]
-            is_queue = (addr >= QUEUE.base) & (addr < WINDOW_BASE) & (queue < p.num_queues)
+            is_queue = (addr >= QUEUE.base) & (addr < WINDOW_BASE) & (queue < self.num_queues)
             return is_global, is_region, region, is_queue, queue
 
         # --- writes ----------------------------------------------------------------------
@@ -108,9 +108,9 @@ class RegisterFile(wiring.Component):
                   for name in ("ENABLED", "IDLE", "HALTED", "ERRLOG_VALID", "ERRLOG_OVERFLOW")}
         head_code, head_queue = bits_of(GLOBAL, "ERRLOG_HEAD", "CODE"), bits_of(GLOBAL, "ERRLOG_HEAD", "QUEUE")
         consts = {
-            "ID": DEVICE_MAGIC, "VERSION": version_word(), "CAPS": int(CAPS), "NUM_QUEUES": p.num_queues,
-            "SLOTS": p.slots, "NUM_REGIONS": p.num_regions, "DATA_BYTES": p.data_bytes,
-            "WINDOW_BASE": WINDOW_BASE, "WINDOW_STRIDE": window_stride(p.slots),
+            "ID": DEVICE_MAGIC, "VERSION": version_word(), "CAPS": int(CAPS), "NUM_QUEUES": self.num_queues,
+            "SLOTS": self.slots, "NUM_REGIONS": self.num_regions,
+            "DATA_BYTES": self.data_width // 8, "WINDOW_BASE": WINDOW_BASE, "WINDOW_STRIDE": window_stride(self.slots),
         }
         wide = {"CYCLES": cycles, "DESCRIPTORS": self.descriptors, "BYTES": self.bytes}
         with m.If(r_global):

@@ -11,7 +11,7 @@ from rtl import bursts
 from rtl.abi_layouts import DescriptorLayout
 from rtl.records import (CODE_BITS, JobKind, dropped, event_signature, job_layout, pick_layout, stops_signature,
                          window_read_signature)
-from rtl.params import EngineParams
+from rtl.params import index_bits
 from rtl.region_table import lookup_signature
 
 
@@ -32,30 +32,33 @@ class Validator(wiring.Component):
         stopped becomes a DROP job.
     """
 
-    def __init__(self, p: EngineParams):
-        self.p = p
+    def __init__(self, *, num_queues: int, slots: int, data_width: int, row_ptr_width: int, max_burst_beats: int):
+        self.slots, self.data_width = slots, data_width
+        self.row_ptr_width, self.max_burst_beats = row_ptr_width, max_burst_beats
+        self.queue_bits = qb = index_bits(num_queues)
         super().__init__({
-            "pick": In(stream.Signature(pick_layout(p))),
-            "win": Out(window_read_signature(p)),
+            "pick": In(stream.Signature(pick_layout(qb))),
+            "win": Out(window_read_signature(num_queues, slots)),
             "src": Out(lookup_signature()),
             "dst": Out(lookup_signature()),
-            "stops": In(stops_signature(p)),
-            "inflight_zero": In(p.num_queues),
-            "squash": Out(event_signature(p.queue_bits, index=True)),
-            "issue": Out(event_signature(p.queue_bits)),
-            "stop": Out(event_signature(p.queue_bits, index=True)),
-            "job": Out(stream.Signature(job_layout(p))),
+            "stops": In(stops_signature(num_queues)),
+            "inflight_zero": In(num_queues),
+            "squash": Out(event_signature(qb, index=True)),
+            "issue": Out(event_signature(qb)),
+            "stop": Out(event_signature(qb, index=True)),
+            "job": Out(stream.Signature(job_layout(qb, row_ptr_width))),
             "idle": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
-        p = self.p
+        pick = pick_layout(self.queue_bits)
+        db = self.data_width // 8
         adv = Signal()
 
         # S0: the scheduler's pick, registered (the window read starts from a register)
         s0_valid, s1_valid = Signal(), Signal()
-        s0, s1 = Signal(pick_layout(p)), Signal(pick_layout(p))
+        s0, s1 = Signal(pick), Signal(pick)
         fence_wait = Signal()
         squash = Signal()
 
@@ -72,7 +75,7 @@ class Validator(wiring.Component):
         # S1: slot read in flight
         m.d.comb += [
             self.win.en.eq(adv), self.win.queue.eq(s0.queue),
-            self.win.slot.eq(s0.index[: (p.slots - 1).bit_length()]),
+            self.win.slot.eq(s0.index[: (self.slots - 1).bit_length()]),
         ]
         with m.If(adv):
             m.d.sync += [s1_valid.eq(s0_valid & ~killed(s0.queue)), s1.eq(s0)]
@@ -90,7 +93,7 @@ class Validator(wiring.Component):
 
         # S2: regions in flight
         s2_valid = Signal()
-        s2 = Signal(pick_layout(p))
+        s2 = Signal(pick)
         s2d = Signal(DescriptorLayout)
         with m.If(adv):
             m.d.sync += [s2_valid.eq(s1_valid & ~fence_wait), s2.eq(s1), s2d.eq(desc)]
@@ -113,14 +116,14 @@ class Validator(wiring.Component):
 
         # S3: bounds and overlap
         s3_valid = Signal()
-        s3 = Signal(pick_layout(p))
+        s3 = Signal(pick)
         s3_imm, s3_same, s3_notify = Signal(), Signal(), Signal()
         s3_early = Signal(CODE_BITS)
         s3_cookie, s3_len = Signal(32), Signal(32)
         s3_src_oob, s3_dst_oob, s3_overlap, s3_zero = Signal(), Signal(), Signal(), Signal()
         s3_src_addr, s3_dst_addr = Signal(64), Signal(64)
-        s3_nrows = Signal(p.row_ptr_width)
-        lg = (p.data_bytes - 1).bit_length()
+        s3_nrows = Signal(self.row_ptr_width)
+        lg = (db - 1).bit_length()
         with m.If(adv):
             m.d.sync += [
                 s3_valid.eq(s2_valid), s3.eq(s2), s3_imm.eq(imm), s3_early.eq(early),
@@ -134,7 +137,7 @@ class Validator(wiring.Component):
                               & _sum_exceeds(s2d.src_offset, s2d.length, s2d.dst_offset)),
                 s3_src_addr.eq(Mux(imm, s2d.src_offset, se.addr + s2d.src_offset)),
                 s3_dst_addr.eq(de.addr + s2d.dst_offset),
-                s3_nrows.eq(((se.addr[:lg] + s2d.src_offset[:lg])[:lg] + s2d.length + (p.data_bytes - 1)) >> lg),
+                s3_nrows.eq(((se.addr[:lg] + s2d.src_offset[:lg])[:lg] + s2d.length + (db - 1)) >> lg),
             ]
         code = Signal(CODE_BITS)
         with m.If(s3_early != 0):
@@ -145,7 +148,7 @@ class Validator(wiring.Component):
             m.d.comb += code.eq(ErrorCode.OVERLAP)
 
         j = self.job.payload
-        rbeats, rlast = bursts.cut(m, p, bursts.to_page(p, s3_src_addr), s3_nrows)
+        rbeats, rlast = bursts.cut(m, self.max_burst_beats, bursts.to_page(db, s3_src_addr), s3_nrows)
         kind = Signal(JobKind)
         with m.If(s3.token):
             m.d.comb += kind.eq(JobKind.ERROR)

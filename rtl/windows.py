@@ -7,9 +7,8 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In
 
-from driver.abi import DESCRIPTOR_BYTES, WINDOW_BASE, Resp
+from driver.abi import DESCRIPTOR_BYTES, WINDOW_BASE, Resp, bar_bytes
 from rtl.axi import axi_signature
-from rtl.params import EngineParams
 from rtl.records import window_read_signature
 
 B_QUEUE = 4  # write responses waiting for the bridge; lets single-beat bursts arrive back to back
@@ -25,40 +24,41 @@ class SubmissionWindows(wiring.Component):
     windows are write-only). Bursts are treated as INCR.
     """
 
-    def __init__(self, p: EngineParams):
-        self.p = p
-        self.row_bits = max(256, p.data_width)
+    def __init__(self, *, num_queues: int, slots: int, data_width: int, id_width: int):
+        self.slots, self.data_width, self.id_width = slots, data_width, id_width
+        self.addr_width = (bar_bytes(num_queues, slots) - 1).bit_length()
+        self.row_bits = max(256, data_width)
         self.row_bytes = self.row_bits // 8
-        self.window_bytes = p.num_queues * p.slots * DESCRIPTOR_BYTES
+        self.window_bytes = num_queues * slots * DESCRIPTOR_BYTES
         self.depth = self.window_bytes // self.row_bytes
         super().__init__({
-            "axi": In(axi_signature(p.bar_addr_width, p.data_width, p.window_id_width)),
-            "rd": In(window_read_signature(p)),
+            "axi": In(axi_signature(self.addr_width, data_width, id_width)),
+            "rd": In(window_read_signature(num_queues, slots)),
         })
 
     def elaborate(self, platform):
         m = Module()
-        p, a = self.p, self.axi
-        dwb = p.data_bytes
+        a, aw, iw = self.axi, self.addr_width, self.id_width
+        dwb = self.data_width // 8
         mem = m.submodules.mem = memory.Memory(shape=self.row_bits, depth=self.depth, init=[])
         wp = mem.write_port(granularity=8)
         rp = mem.read_port()
 
         # --- write path -------------------------------------------------------------
         active = Signal()
-        addr = Signal(p.bar_addr_width)
+        addr = Signal(aw)
         size = Signal(3)
-        wid = Signal(p.window_id_width)
+        wid = Signal(iw)
         err = Signal()
-        bq = m.submodules.bq = SyncFIFO(width=p.window_id_width + 2, depth=B_QUEUE)
+        bq = m.submodules.bq = SyncFIFO(width=iw + 2, depth=B_QUEUE)
 
         beat = Signal()
         last = Signal()
         m.d.comb += [a.wready.eq(active & bq.w_rdy), beat.eq(a.wvalid & a.wready), last.eq(beat & a.wlast)]
         m.d.comb += a.awready.eq(~active | last)
 
-        word = Signal(p.bar_addr_width)
-        rel = Signal(p.bar_addr_width + 1)
+        word = Signal(aw)
+        rel = Signal(aw + 1)
         inside = Signal()
         m.d.comb += [
             word.eq(addr & ~(dwb - 1)),
@@ -81,8 +81,8 @@ class SubmissionWindows(wiring.Component):
             m.d.sync += active.eq(0)
         with m.If(a.awvalid & a.awready):
             m.d.sync += [active.eq(1), addr.eq(a.awaddr), size.eq(a.awsize), wid.eq(a.awid), err.eq(0)]
-        m.d.comb += [a.bvalid.eq(bq.r_rdy), a.bid.eq(bq.r_data[: p.window_id_width]),
-                     a.bresp.eq(bq.r_data[p.window_id_width :]), bq.r_en.eq(a.bready)]
+        m.d.comb += [a.bvalid.eq(bq.r_rdy), a.bid.eq(bq.r_data[:iw]),
+                     a.bresp.eq(bq.r_data[iw:]), bq.r_en.eq(a.bready)]
 
         # --- read path: answered, never served ----------------------------------------
         ractive = Signal()
@@ -98,8 +98,8 @@ class SubmissionWindows(wiring.Component):
                 m.d.sync += ractive.eq(0)
 
         # --- the scheduler's read port -------------------------------------------------
-        flat = Signal(range(p.num_queues * p.slots))
-        m.d.comb += flat.eq(self.rd.queue * p.slots + self.rd.slot)
+        flat = Signal(range(self.window_bytes // DESCRIPTOR_BYTES))
+        m.d.comb += flat.eq(self.rd.queue * self.slots + self.rd.slot)
         per_row = self.row_bits // 256
         sel = Signal(range(per_row)) if per_row > 1 else Const(0, 1)
         m.d.comb += [rp.en.eq(self.rd.en), rp.addr.eq(flat // per_row)]

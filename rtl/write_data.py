@@ -7,7 +7,6 @@ from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.records import WKind, wentry_layout, write_data_stream
-from rtl.params import EngineParams
 from rtl.realign import Realigner
 
 
@@ -23,24 +22,23 @@ class WriteData(wiring.Component):
     all three.
     """
 
-    def __init__(self, p: EngineParams):
-        self.p = p
-        rp = p.row_ptr_width
-        lanes = (p.data_bytes - 1).bit_length() or 1
-        self.lanes = lanes
+    def __init__(self, *, data_width: int, buffer_rows: int, row_ptr_width: int):
+        self.data_width, self.row_ptr_width = data_width, row_ptr_width
+        self.buf_addr_width = (buffer_rows - 1).bit_length()
+        rp = row_ptr_width
+        self.lanes = (data_width // 8 - 1).bit_length() or 1
         super().__init__({
-            "went": In(stream.Signature(wentry_layout(p))),
-            "buf": In(memory.ReadPort.Signature(addr_width=(p.buffer_rows - 1).bit_length(), shape=p.data_width)),
+            "went": In(stream.Signature(wentry_layout(data_width // 8, rp))),
+            "buf": In(memory.ReadPort.Signature(addr_width=self.buf_addr_width, shape=data_width)),
             "filled": In(rp),
             "row_free": Out(rp),
-            "w": Out(write_data_stream(p.data_width)),
+            "w": Out(write_data_stream(data_width)),
             "idle": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
-        p = self.p
-        rp, lanes = p.row_ptr_width, self.lanes
+        rp, lanes, dw = self.row_ptr_width, self.lanes, self.data_width
         e = self.went.payload
         adv = Signal()
         m.d.comb += adv.eq(~self.w.valid | self.w.ready)
@@ -96,7 +94,7 @@ class WriteData(wiring.Component):
                         # only into freed rows, so holding them all until the end deadlocked (a reset or a
                         # drop with such a copy in flight never finished).
                         m.d.sync += row_free.eq(self.filled)
-        m.d.comb += [self.buf.en.eq(adv), self.buf.addr.eq(row[: (p.buffer_rows - 1).bit_length()])]
+        m.d.comb += [self.buf.en.eq(adv), self.buf.addr.eq(row[: self.buf_addr_width])]
 
         # --- A: the row is on rd_data ---------------------------------------------------
         a_valid, a_emit, a_consume, a_last, a_first_beat, a_last_beat, a_imm = (Signal(name=f"a_{n}") for n in (
@@ -110,15 +108,15 @@ class WriteData(wiring.Component):
                 a_shift.eq(e.shift), a_first_lane.eq(e.first_lane), a_last_lane.eq(e.last_lane), a_value.eq(e.imm),
             ]
 
-        prev = Signal(p.data_width)
-        ra = m.submodules.realign = Realigner(p.data_width)
+        prev = Signal(dw)
+        ra = m.submodules.realign = Realigner(dw)
         m.d.comb += [
             # same lanes: beat j is row j as read (no preload, so no bubble between descriptors)
             ra.prev.eq(Mux(a_shift == 0, self.buf.data, prev)), ra.cur.eq(self.buf.data), ra.shift.eq(a_shift),
             ra.first.eq(a_first_beat), ra.first_lane.eq(a_first_lane),
             ra.last.eq(a_last_beat), ra.last_lane.eq(a_last_lane),
         ]
-        imm_data = Signal(p.data_width)
+        imm_data = Signal(dw)
         m.d.comb += imm_data.eq(a_value << Cat(Const(0, 3), a_first_lane))
         with m.If(adv):
             m.d.sync += self.w.valid.eq(a_valid & a_emit)
@@ -127,7 +125,7 @@ class WriteData(wiring.Component):
             with m.If(a_valid & a_emit):
                 m.d.sync += [
                     self.w.payload.data.eq(Mux(a_imm, imm_data, ra.out)),
-                    self.w.payload.strb.eq(Mux(a_imm, Const(0xFF, p.data_bytes) << a_first_lane, ra.strb)),
+                    self.w.payload.strb.eq(Mux(a_imm, Const(0xFF, dw // 8) << a_first_lane, ra.strb)),
                     self.w.payload.last.eq(a_last),
                 ]
         m.d.comb += self.idle.eq(~self.went.valid & ~a_valid & ~self.w.valid)

@@ -8,7 +8,7 @@ from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from rtl.axi import Burst, axi_channels, size_code
-from rtl.params import ADDR_WIDTH, EngineParams
+from rtl.params import ADDR_WIDTH
 from rtl.records import write_source_signature
 
 W_ORDER = 4  # bursts whose address went out before their data
@@ -19,22 +19,21 @@ class WriteMux(wiring.Component):
     written after the response of the data it covers lands after that data. Completion words win
     the address channel when both ask (a grant holds until its address is taken)."""
 
-    def __init__(self, p: EngineParams):
-        self.p = p
+    def __init__(self, *, data_width: int, id_width: int, writes_outstanding: int):
+        self.data_width, self.writes_outstanding = data_width, writes_outstanding
         super().__init__({
-            "data": In(write_source_signature(p.data_width)),
-            "cw": In(write_source_signature(p.data_width)),
-            # the AXI write channels of the engine's master port (every write uses ID 0)
-            "mem": Out(axi_channels(ADDR_WIDTH, p.data_width, p.read_id_width, "aw", "w", "b")),
+            "data": In(write_source_signature(data_width)),
+            "cw": In(write_source_signature(data_width)),
+            # the AXI write channels of the engine's master port (`id_width`: its ID bits; every write uses 0)
+            "mem": Out(axi_channels(ADDR_WIDTH, data_width, id_width, "aw", "w", "b")),
             "stall_write": Out(1),
             "idle": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
-        p = self.p
         worder = m.submodules.worder = SyncFIFO(width=1, depth=W_ORDER)
-        border = m.submodules.border = SyncFIFOBuffered(width=1, depth=p.writes_outstanding)
+        border = m.submodules.border = SyncFIFOBuffered(width=1, depth=self.writes_outstanding)
         d, c, mem = self.data, self.cw, self.mem
 
         locked = Signal()
@@ -47,7 +46,7 @@ class WriteMux(wiring.Component):
             mem.awvalid.eq(Mux(sel, c.aw.valid, d.aw.valid) & room),
             mem.awaddr.eq(Mux(sel, c.aw.payload.addr, d.aw.payload.addr)),
             mem.awlen.eq(Mux(sel, c.aw.payload.len, d.aw.payload.len)),
-            mem.awsize.eq(size_code(p.data_width)), mem.awburst.eq(Burst.INCR), mem.awcache.eq(0b0011),
+            mem.awsize.eq(size_code(self.data_width)), mem.awburst.eq(Burst.INCR), mem.awcache.eq(0b0011),
             c.aw.ready.eq(sel & room & mem.awready),
             d.aw.ready.eq(~sel & room & mem.awready),
         ]

@@ -10,7 +10,7 @@ from driver.abi import ErrorCode
 from rtl import bursts
 from rtl.records import (JobKind, WKind, centry_layout, dropped, event_signature, job_layout, read_fault_signature,
                          stops_signature, wentry_layout, write_address_stream)
-from rtl.params import EngineParams
+from rtl.params import index_bits
 
 
 class WritePlanner(wiring.Component):
@@ -28,34 +28,35 @@ class WritePlanner(wiring.Component):
     and its rows are freed without writing.
     """
 
-    def __init__(self, p: EngineParams):
-        self.p = p
-        rp = p.row_ptr_width
+    def __init__(self, *, num_queues: int, data_width: int, row_ptr_width: int, max_burst_beats: int):
+        self.data_width, self.row_ptr_width, self.max_burst_beats = data_width, row_ptr_width, max_burst_beats
+        self.queue_bits = qb = index_bits(num_queues)
+        rp = row_ptr_width
         super().__init__({
-            "wjob": In(stream.Signature(job_layout(p))),
-            "stops": In(stops_signature(p)),
+            "wjob": In(stream.Signature(job_layout(qb, rp))),
+            "stops": In(stops_signature(num_queues)),
             "filled": In(rp), "row_alloc": In(rp),
-            "fault": In(read_fault_signature(p)),
+            "fault": In(read_fault_signature(rp)),
             "aw": Out(write_address_stream()),
-            "went": Out(stream.Signature(wentry_layout(p))),
-            "cent": Out(stream.Signature(centry_layout(p))),
-            "stop": Out(event_signature(p.queue_bits, index=True)),
+            "went": Out(stream.Signature(wentry_layout(data_width // 8, rp))),
+            "cent": Out(stream.Signature(centry_layout(qb))),
+            "stop": Out(event_signature(qb, index=True)),
             "idle": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
-        p = self.p
-        rp = p.row_ptr_width
-        dwb = p.data_bytes
+        rp = self.row_ptr_width
+        dwb = self.data_width // 8
+        job = job_layout(self.queue_bits, rp)
         lg = (dwb - 1).bit_length()
         lanes = lg or 1
-        pgw = bursts.page_bits(p)
+        pgw = bursts.page_bits(dwb)
 
         def plan(pg, left, reach, addr):
             """The burst that starts at `addr`, `pg` beats before a 4 KiB boundary, with `left` beats of the
             copy to go and the rows before `reach` needed so far; and the state after it."""
-            beats, last = bursts.cut(m, p, pg, left)
+            beats, last = bursts.cut(m, self.max_burst_beats, pg, left)
             return {"beats": beats, "last": last, "reach": (reach + beats)[:rp], "addr": addr,
                     "pg": (pg - beats)[:pgw], "left": (left - beats)[:rp], "dst": (addr + (beats << lg))[:64]}
 
@@ -73,17 +74,17 @@ class WritePlanner(wiring.Component):
         # --- stage A -------------------------------------------------------------------
         nj = self.wjob.payload
         a_valid = Signal()
-        a = Signal(job_layout(p))
+        a = Signal(job)
         aj = regs("a", job_fields)
         a_pg, a_left, a_reach, a_dst = Signal(pgw), Signal(rp), Signal(rp), Signal(64)
         # --- stage B -------------------------------------------------------------------
         b_valid = Signal()
-        b = Signal(job_layout(p))
+        b = Signal(job)
         bj = regs("b", job_fields)
         bp = regs("b", plan_fields)
         # --- current job -----------------------------------------------------------------
         cur_valid = Signal()
-        cur = Signal(job_layout(p))
+        cur = Signal(job)
         cj = regs("c", job_fields)
         cp = regs("c", plan_fields)
         first = Signal()
@@ -106,7 +107,7 @@ class WritePlanner(wiring.Component):
                 aj["preload"].eq(~b_neg & ~same & (nj.nrows != 0)), aj["zero"].eq(nj.zero),
                 # source lane < destination lane: beat j needs rows j-1 and j; same lane: row j alone; else j and j+1
                 a_reach.eq(nj.row0 + ~(b_neg | same)),
-                a_pg.eq(bursts.to_page(p, nj.dst_addr)),
+                a_pg.eq(bursts.to_page(dwb, nj.dst_addr)),
                 a_left.eq((do_lane + nj.length + (dwb - 1)) >> lg),
                 a_dst.eq(nj.dst_addr & ~(dwb - 1)),
             ]

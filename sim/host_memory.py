@@ -70,23 +70,20 @@ class _Target:
         self.memory.write(addr, data)
 
 
-class _DelayedSink:
-    """Stands in for an AXI sink channel: items come out `delay_ns` after they were taken from the bus,
-    and the bus side keeps accepting meanwhile (a pipelined memory, not one request at a time)."""
+class _DelayLine:
+    """Items in arrival order, each due `delay_ns` after it was put in."""
 
-    def __init__(self, sink, delay_ns: float):
-        self.sink, self.delay_ns = sink, delay_ns
+    def __init__(self, delay_ns: float):
+        self.delay_ns = delay_ns
         self.items: deque = deque()
         self.arrived = Event()
-        self._pump = cocotb.start_soon(self._run())
 
-    async def _run(self):
-        while True:
-            item = await self.sink.recv()
-            self.items.append((get_sim_time("ns") + self.delay_ns, item))
-            self.arrived.set()
+    def put(self, item) -> None:
+        self.items.append((get_sim_time("ns") + self.delay_ns, item))
+        self.arrived.set()
 
-    async def recv(self):
+    async def get(self) -> tuple[object, bool]:
+        """The next item once it is due, and whether that meant waiting for it past its arrival."""
         while not self.items:
             self.arrived.clear()
             await self.arrived.wait()
@@ -94,10 +91,30 @@ class _DelayedSink:
         now = get_sim_time("ns")
         if due > now:
             await Timer(due - now, "ns")
+        return item, due > now
+
+    def clear(self) -> None:
+        self.items.clear()
+
+
+class _DelayedSink:
+    """Stands in for an AXI sink channel: items come out `delay_ns` after they were taken from the bus,
+    and the bus side keeps accepting meanwhile (a pipelined memory, not one request at a time)."""
+
+    def __init__(self, sink, delay_ns: float):
+        self.sink, self.line = sink, _DelayLine(delay_ns)
+        self._pump = cocotb.start_soon(self._run())
+
+    async def _run(self):
+        while True:
+            self.line.put(await self.sink.recv())
+
+    async def recv(self):
+        item, _ = await self.line.get()
         return item
 
     def clear(self):
-        self.items.clear()
+        self.line.clear()
         self.sink.clear()
 
     def __getattr__(self, name):
@@ -108,29 +125,21 @@ class _DelayedSource:
     """Stands in for an AXI source channel: what is sent goes out on the bus `delay_ns` later."""
 
     def __init__(self, source, clock, delay_ns: float):
-        self.source, self.clock, self.delay_ns = source, clock, delay_ns
-        self.items: deque = deque()
-        self.arrived = Event()
+        self.source, self.clock, self.line = source, clock, _DelayLine(delay_ns)
         self._pump = cocotb.start_soon(self._run())
 
     async def send(self, item):
-        self.items.append((get_sim_time("ns") + self.delay_ns, item))
-        self.arrived.set()
+        self.line.put(item)
 
     async def _run(self):
         while True:
-            while not self.items:
-                self.arrived.clear()
-                await self.arrived.wait()
-            due, item = self.items.popleft()
-            now = get_sim_time("ns")
-            if due > now:
-                await Timer(due - now, "ns")
-                await RisingEdge(self.clock)
+            item, waited = await self.line.get()
+            if waited:
+                await RisingEdge(self.clock)  # back onto the clock after a timed wait
             await self.source.send(item)
 
     def clear(self):
-        self.items.clear()
+        self.line.clear()
         self.source.clear()
 
     def __getattr__(self, name):

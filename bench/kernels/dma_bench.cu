@@ -47,32 +47,23 @@ extern "C" __global__ void throughput(arkdma_queue q, uint16_t src_region, uint1
                                       uint64_t stride, uint64_t span_bytes, uint32_t count, uint32_t inflight,
                                       uint32_t batch, unsigned long long* result) {
   if (threadIdx.x != 0) return;
-  arkdma_descriptor d[64];
-  const uint64_t start = q.producer->posted;
   const uint64_t t0 = arkdma::now_ns();
   const long long c0 = clock64();
-  uint32_t rc = ARKDMA_DEV_OK, next = 0;
-  uint64_t ticket = start;
-  while (next < count) {
-    const uint32_t n = min(batch, count - next);
-    if (next + n > inflight) {
-      rc = arkdma::wait(q, start + next + n - inflight);
-      if (rc != ARKDMA_DEV_OK) break;
-    }
-    for (uint32_t i = 0; i < n; ++i) {
-      const uint64_t off = ((next + i) * stride) % span_bytes;
-      d[i] = arkdma::copy(src_region, off, dst_region, off, bytes, i == n - 1 ? ARKDMA_FLAG_NOTIFY : 0, next + i);
-    }
-    rc = arkdma::post_batch(q, d, n, &ticket);
-    if (rc != ARKDMA_DEV_OK) break;
-    next += n;
-  }
+  uint64_t ticket = q.producer->posted;
+  uint32_t sent = 0;
+  uint32_t rc = arkdma::post_stream(
+      q, count, batch, inflight,
+      [&](uint32_t k) {
+        const uint64_t off = (k * stride) % span_bytes;
+        return arkdma::copy(src_region, off, dst_region, off, bytes, 0, k);
+      },
+      &ticket, &sent);
   if (rc == ARKDMA_DEV_OK) rc = arkdma::wait(q, ticket);
   result[0] = rc;
   result[1] = ticket;
   result[2] = arkdma::now_ns() - t0;
   result[3] = clock64() - c0;
-  result[4] = next;
+  result[4] = sent;
 }
 
 // Posts `count` descriptors of `bytes` (contiguous, rotating over span_bytes) in one batch per window

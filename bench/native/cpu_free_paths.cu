@@ -107,6 +107,32 @@ bool driver_entry(const char* name, void** fn) {
   return true;
 }
 
+// n timed round trips. Round i writes its value v = base + i + 1 into `token`, `start(i)` sends it on its way
+// (0, or a status to stop with), then the round spins until `arrived(v)`; its globaltimer and clock64 deltas
+// go to ns[at + i] and clk[at + i], and the whole loop's span of both is added to span[0..1]. Returns 0,
+// start's status, or 2 when a round ran past `budget_ns`.
+template <typename Start, typename Arrived>
+__device__ int timed_rounds(uint32_t* token, uint32_t base, int n, int at, unsigned long long budget_ns, Start start,
+                            Arrived arrived, unsigned long long* ns, long long* clk, unsigned long long* span) {
+  const unsigned long long span0 = globaltimer();
+  const long long clk0 = clock64();
+  for (int i = 0; i < n; ++i) {
+    const uint32_t v = base + i + 1;
+    const unsigned long long t0 = globaltimer();
+    const long long c0 = clock64();
+    *reinterpret_cast<volatile uint32_t*>(token) = v;
+    const int started = start(i);
+    if (started != 0) return started;
+    while (!arrived(v))
+      if (globaltimer() - t0 > budget_ns) return 2;
+    clk[at + i] = clock64() - c0;
+    ns[at + i] = globaltimer() - t0;
+  }
+  span[0] += globaltimer() - span0;
+  span[1] += clock64() - clk0;
+  return 0;
+}
+
 // Waits for `go` (the host enqueued everything), then n round trips: write trigger, spin on done.
 __global__ void trigger_loop(uint32_t* trigger, const uint32_t* done, const volatile uint32_t* go, uint32_t base, int n,
                              unsigned long long budget_ns, unsigned long long* ns, long long* clk,
@@ -114,21 +140,10 @@ __global__ void trigger_loop(uint32_t* trigger, const uint32_t* done, const vola
   const unsigned long long t_go = globaltimer();
   while (*go == 0)
     if (globaltimer() - t_go > budget_ns) { *status = 1; return; }
-  const unsigned long long span0 = globaltimer();
-  const long long clk0 = clock64();
-  for (int i = 0; i < n; ++i) {
-    const uint32_t v = base + i + 1;
-    const unsigned long long t0 = globaltimer();
-    const long long c0 = clock64();
-    *reinterpret_cast<volatile uint32_t*>(trigger) = v;
-    __threadfence_system();
-    while (*reinterpret_cast<const volatile uint32_t*>(done) < v)
-      if (globaltimer() - t0 > budget_ns) { *status = 2; return; }
-    clk[i] = clock64() - c0;
-    ns[i] = globaltimer() - t0;
-  }
-  span[0] += globaltimer() - span0;
-  span[1] += clock64() - clk0;
+  const int rc = timed_rounds(
+      trigger, base, n, 0, budget_ns, [](int) { __threadfence_system(); return 0; },
+      [&](uint32_t v) { return *reinterpret_cast<const volatile uint32_t*>(done) >= v; }, ns, clk, span);
+  if (rc != 0) *status = rc;
 }
 
 // --- device graph -----------------------------------------------------------------------------
@@ -142,24 +157,15 @@ __global__ void graph_launcher(const cudaGraphExec_t* pool, int pool_size, uint3
                                const LaunchParams* params, unsigned long long budget_ns, unsigned long long* ns,
                                long long* clk, unsigned long long* span, int* status) {
   const uint32_t base = params->base;
-  const int n = params->n;
-  const unsigned long long span0 = globaltimer();
-  const long long clk0 = clock64();
-  for (int i = 0; i < n; ++i) {
-    const uint32_t v = base + i + 1;
-    const unsigned long long t0 = globaltimer();
-    const long long c0 = clock64();
-    *reinterpret_cast<volatile uint32_t*>(token) = v;
+  const auto launch = [&](int i) {
     __threadfence();
     const cudaError_t e = cudaGraphLaunch(pool[(base + i) % pool_size], cudaStreamGraphFireAndForget);
-    if (e != cudaSuccess) { *status = 100 + static_cast<int>(e); return; }
-    while (*reinterpret_cast<const volatile uint32_t*>(done) != v)
-      if (globaltimer() - t0 > budget_ns) { *status = 2; return; }
-    clk[base + i] = clock64() - c0;
-    ns[base + i] = globaltimer() - t0;
-  }
-  span[0] += globaltimer() - span0;
-  span[1] += clock64() - clk0;
+    return e == cudaSuccess ? 0 : 100 + static_cast<int>(e);
+  };
+  const int rc = timed_rounds(
+      token, base, params->n, static_cast<int>(base), budget_ns, launch,
+      [&](uint32_t v) { return *reinterpret_cast<const volatile uint32_t*>(done) == v; }, ns, clk, span);
+  if (rc != 0) *status = rc;
 }
 
 constexpr int GRAPH_POOL = 4;

@@ -24,7 +24,8 @@ class ReadCredits(wiring.Component):
         how the tests plant a bug the check must find."""
         self.p, self.built = p, built or p
         super().__init__({
-            "job_valid": In(1), "job": In(job_layout(p)), "wjob_ready": In(1), "ar_ready": In(1),
+            "job_valid": In(1), "job": In(job_layout(p.queue_bits, p.row_ptr_width)),
+            "wjob_ready": In(1), "ar_ready": In(1),
             "hard": In(p.num_queues), "draining": In(p.num_queues), "flush": In(1),
             "give_rows": In(p.row_ptr_width), "give_tags": In(p.read_id_width + 1),
         })
@@ -32,7 +33,10 @@ class ReadCredits(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p = self.p
-        dut = m.submodules.dut = ReadEngine(self.built)
+        b = self.built
+        dut = m.submodules.dut = ReadEngine(num_queues=b.num_queues, data_width=b.data_width,
+                                            reads_outstanding=b.reads_outstanding, buffer_rows=b.buffer_rows,
+                                            row_ptr_width=b.row_ptr_width, max_burst_beats=b.max_burst_beats)
         rp, tw = p.row_ptr_width, p.read_id_width + 1
         row_free, tag_free = Signal(rp), Signal(tw)
         job = self.job

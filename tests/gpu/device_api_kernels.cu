@@ -1,35 +1,26 @@
 // Kernels the GPU tests run: GPU threads posting through device.cuh. One thread per block produces.
 #include "arkdma/device.cuh"
 
-// out[0..3] per block: return code, last ticket, elapsed ns, descriptors posted.
+// out[0..3] per block: return code, last ticket, elapsed ns, descriptors posted. Descriptor k copies
+// `length` bytes from src_offset + k * src_stride to dst_offset + k * dst_stride (cookie k).
 __device__ void stream(const arkdma_queue& q, uint16_t src_region, uint64_t src_offset, uint64_t src_stride,
                        uint16_t dst_region, uint64_t dst_offset, uint64_t dst_stride, uint32_t length, uint32_t count,
                        uint32_t batch, uint32_t inflight, unsigned long long* out) {
-  arkdma_descriptor d[64];
-  const uint64_t start = q.producer->posted;
   const uint64_t t0 = arkdma::now_ns();
-  uint32_t rc = ARKDMA_DEV_OK, next = 0;
-  uint64_t ticket = start;
-  while (next < count) {
-    const uint32_t n = min(batch, count - next);
-    if (next + n > inflight) {
-      rc = arkdma::wait(q, start + next + n - inflight);
-      if (rc != ARKDMA_DEV_OK) break;
-    }
-    for (uint32_t i = 0; i < n; ++i) {
-      const uint64_t k = next + i;
-      d[i] = arkdma::copy(src_region, src_offset + k * src_stride, dst_region, dst_offset + k * dst_stride, length,
-                          i == n - 1 ? ARKDMA_FLAG_NOTIFY : 0, static_cast<uint32_t>(k));
-    }
-    rc = arkdma::post_batch(q, d, n, &ticket);
-    if (rc != ARKDMA_DEV_OK) break;
-    next += n;
-  }
+  uint64_t ticket = q.producer->posted;
+  uint32_t sent = 0;
+  uint32_t rc = arkdma::post_stream(
+      q, count, batch, inflight,
+      [&](uint32_t k) {
+        return arkdma::copy(src_region, src_offset + k * src_stride, dst_region, dst_offset + k * dst_stride, length,
+                            0, k);
+      },
+      &ticket, &sent);
   if (rc == ARKDMA_DEV_OK) rc = arkdma::wait(q, ticket);
   out[0] = rc;
   out[1] = ticket;
   out[2] = arkdma::now_ns() - t0;
-  out[3] = next;
+  out[3] = sent;
 }
 
 extern "C" __global__ void stream_one(arkdma_queue q, uint16_t src_region, uint64_t src_offset, uint64_t src_stride,

@@ -112,6 +112,29 @@ def test_gpu_posted_copies_land_exactly(gpu, direction, batch):
         assert np.array_equal(got, expected_dst(data, dst.size, length, count, src_stride, dst_stride))
 
 
+@pytest.mark.parametrize(("batch", "inflight"), [(0, 16), (65, 128), (8, 7), (1, 0)])
+def test_post_stream_refuses_bad_sizes_and_posts_nothing(gpu, batch, inflight):
+    """post_stream with a batch of 0 or past STREAM_BATCH (64), or fewer in flight than a batch, returns
+    BAD_ARGUMENT with nothing posted; the queue then streams as usual."""
+    with engine() as dev:
+        src, data = filled(dev, 64 * KiB, "device", seed=11)
+        dst = guarded(dev, 64 * KiB, "host")
+        rs, rd = dev.register(src, perms=Perm.READ), dev.register(dst, perms=Perm.WRITE)
+        q = GpuQueue(dev, 0)
+        out = out_array()
+        finish(launch(gpu.get_function("stream_one"), 1, 32,
+                      stream_args(q, rs, rd, length=KiB, count=16, batch=batch, inflight=inflight, src_stride=KiB,
+                                  dst_stride=KiB, out=out)), 20, [q])
+        rc, _, _, posted = (int(v) for v in out.get())
+        assert (DeviceCode(rc), posted, q.completed) == (DeviceCode.BAD_ARGUMENT, 0, 0)
+        assert dst.read(0, dst.size) == bytes([GUARD]) * dst.size
+        finish(launch(gpu.get_function("stream_one"), 1, 32,
+                      stream_args(q, rs, rd, length=KiB, count=16, batch=4, inflight=8, src_stride=KiB,
+                                  dst_stride=KiB, out=out)), 20, [q])
+        assert DeviceCode(int(out.get()[0])) == DeviceCode.OK and q.completed == 16
+        assert np.array_equal(np.frombuffer(dst.read(0, 16 * KiB), dtype=np.uint8), data[: 16 * KiB])
+
+
 def test_many_queues_from_many_ctas(gpu):
     """Eight CTAs, each the producer of its own queue, 200 descriptors each through 16-slot windows."""
     length, count, nq = 4 * KiB, 200, 8

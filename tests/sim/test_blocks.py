@@ -108,7 +108,7 @@ def random_regions(rng: random.Random, n: int) -> list[Region | None]:
 
 def test_region_table_lookups_and_readback():
     p = SMALL
-    dut = RegionTable(p)
+    dut = RegionTable(num_regions=p.num_regions)
     rng = random.Random(7)
     regions = random_regions(rng, p.num_regions)
 
@@ -181,7 +181,9 @@ class _ValidatorBench(Elaboratable):
 
     def __init__(self, p: EngineParams, descriptors: list[Descriptor]):
         self.p, self.descriptors = p, descriptors
-        self.validator, self.regions = Validator(p), RegionTable(p)
+        self.validator = Validator(num_queues=p.num_queues, slots=p.slots, data_width=p.data_width,
+                                   row_ptr_width=p.row_ptr_width, max_burst_beats=p.max_burst_beats)
+        self.regions = RegionTable(num_regions=p.num_regions)
 
     def elaborate(self, platform):
         m = Module()
@@ -259,7 +261,7 @@ def test_write_mux_keeps_address_order_for_data_and_responses():
     each response returns to the writer whose address was taken at that position, so a completion
     word issued after a burst's response is answered after it."""
     p = SMALL
-    dut = WriteMux(p)
+    dut = WriteMux(data_width=p.data_width, id_width=p.read_id_width, writes_outstanding=p.writes_outstanding)
     rng = random.Random(5)
     data_bursts = [(0x1000 * (i + 1), rng.randrange(4)) for i in range(40)]  # (address, awlen)
     cw_writes = [0x8000_0000 + 8 * i for i in range(25)]

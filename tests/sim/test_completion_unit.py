@@ -15,19 +15,17 @@ from amaranth.sim import Simulator  # noqa: E402
 
 from driver.abi import ErrorCode, Resp  # noqa: E402
 from rtl.completion import CompletionUnit  # noqa: E402
-from rtl.params import EngineParams  # noqa: E402
 from rtl.records import DoneKind  # noqa: E402
 
 pytestmark = pytest.mark.sim
-P = EngineParams(data_width=64, num_queues=4, slots=16, num_regions=8, reads_outstanding=4, writes_outstanding=8,
-                 buffer_bytes=1024, max_burst_beats=8)
+NUM_QUEUES = 4
 
 
 def draw(rng: random.Random, n: int):
     """Descriptors as the write planner emits them: (entries, responses of their bursts)."""
     out = []
     for i in range(n):
-        queue = rng.randrange(P.num_queues)
+        queue = rng.randrange(NUM_QUEUES)
         shape = rng.choice(["copy", "copy", "copy", "imm", "zero", "code", "dropped", "bus_error"])
         length = 0 if shape in ("zero", "code", "dropped") else rng.randrange(1, 5000)
         bursts = {"copy": rng.randrange(1, 5), "imm": 1, "bus_error": rng.randrange(1, 4)}.get(shape, 0)
@@ -76,7 +74,7 @@ def test_retirement_matches_the_model(seed):
     want, want_count, want_bytes = model(descriptors)
     entries = [e for d, _ in descriptors for e in d]
     resps = [r for _, rs in descriptors for r in rs]
-    dut = CompletionUnit(P)
+    dut = CompletionUnit(num_queues=NUM_QUEUES)
     got = []
 
     async def bench(ctx):

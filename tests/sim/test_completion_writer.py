@@ -13,11 +13,9 @@ from amaranth.sim import Simulator  # noqa: E402
 
 from driver.abi import Perm  # noqa: E402
 from rtl.completion_writer import CompletionWriter  # noqa: E402
-from rtl.params import EngineParams  # noqa: E402
 
 pytestmark = pytest.mark.sim
-P = EngineParams(data_width=64, num_queues=4, slots=16, num_regions=8, reads_outstanding=4, writes_outstanding=8,
-                 buffer_bytes=1024, max_burst_beats=8)
+NUM_QUEUES = 4
 BASE = 0x1000
 
 
@@ -26,9 +24,9 @@ def test_every_due_word_reaches_memory(seed):
     """Queues fall due at random (as completions and halts set their dirty bits) while the writer serves
     others; the model keeps the dirty bits as the queue table does (take clears, a later event sets).
     Regression: `take` named the queue served before, so a word due on it after its capture was lost."""
-    dut = CompletionWriter(P)
+    dut = CompletionWriter(num_queues=NUM_QUEUES, data_width=64)
     rng = random.Random(seed)
-    nq = P.num_queues
+    nq = NUM_QUEUES
     words = [0] * nq
     dirty = [False] * nq
     memory: dict[int, int] = {}
@@ -86,9 +84,9 @@ def test_a_taken_word_is_held_until_its_write_is_issued(seed):
     says it holds that queue's word, under random backpressure on the address channel; the queue stays busy
     meanwhile. Regression: STATUS.BUSY fell in that gap, so an enable returned while memory still held the
     old (halted) word and the host, reading it, stopped posting: error-log entries went missing."""
-    dut = CompletionWriter(P)
+    dut = CompletionWriter(num_queues=NUM_QUEUES, data_width=64)
     rng = random.Random(seed)
-    nq = P.num_queues
+    nq = NUM_QUEUES
     holding: dict[int, bool] = {}
 
     async def bench(ctx):

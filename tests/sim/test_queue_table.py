@@ -17,13 +17,11 @@ from amaranth.sim import Simulator  # noqa: E402
 
 from driver.abi import QUEUE, ErrorCode  # noqa: E402
 from rtl.abi_layouts import bits_of  # noqa: E402
-from rtl.params import EngineParams  # noqa: E402
 from rtl.queues import Queues  # noqa: E402
 from rtl.records import DoneKind  # noqa: E402
 
 pytestmark = pytest.mark.sim
-P = EngineParams(data_width=64, num_queues=2, slots=16, num_regions=8, reads_outstanding=4, writes_outstanding=8,
-                 buffer_bytes=1024, max_burst_beats=8)
+NUM_QUEUES, SLOTS = 2, 16
 OFF = {r.name: r.offset for r in QUEUE.registers}
 M32 = (1 << 32) - 1
 
@@ -82,7 +80,7 @@ class Harness:
         dirty, checking = ctx.get(dut.cw.dirty), ctx.get(dut.cw.checking)
         for ev in ("take", "ok"):
             ctx.set(getattr(dut.cw, ev).valid, 0)
-        due = [q for q in range(P.num_queues) if (dirty | checking) >> q & 1]
+        due = [q for q in range(NUM_QUEUES) if (dirty | checking) >> q & 1]
         if due and rng.random() < 0.5:
             q = rng.choice(due)
             ctx.set(dut.cw.take.valid, 1)
@@ -103,9 +101,9 @@ class Harness:
 @pytest.mark.parametrize("seed", range(4))
 def test_slots_picked_once_in_order_and_completion_words_follow(seed):
     rng = random.Random(seed)
-    dut = Queues(P)
-    starts = [rng.choice([0, rng.randrange(1 << 40), M32 - rng.randrange(8)]) for _ in range(P.num_queues)]
-    posted_total = [0] * P.num_queues
+    dut = Queues(num_queues=NUM_QUEUES, slots=SLOTS)
+    starts = [rng.choice([0, rng.randrange(1 << 40), M32 - rng.randrange(8)]) for _ in range(NUM_QUEUES)]
+    posted_total = [0] * NUM_QUEUES
 
     async def bench(ctx):
         h = Harness(ctx, dut, rng)
@@ -116,13 +114,13 @@ def test_slots_picked_once_in_order_and_completion_words_follow(seed):
             await h.write(q, "CONTROL", 1)
         for _ in range(3):
             await h.cycle()
-        for q in range(P.num_queues):
+        for q in range(NUM_QUEUES):
             assert ctx.get(dut.cw.checking) >> q & 1 or ctx.get(dut.enabled) >> q & 1
         # doorbells: random steps, never more than SLOTS ahead of what has completed
         for _ in range(60):
-            q = rng.randrange(P.num_queues)
+            q = rng.randrange(NUM_QUEUES)
             completed = ctx.get(dut.cw.word[q]) & ((1 << 63) - 1)
-            room = P.slots - ((starts[q] + posted_total[q] - completed) & M32)
+            room = SLOTS - ((starts[q] + posted_total[q] - completed) & M32)
             if room > 0:
                 posted_total[q] += rng.randrange(0, room + 1)
                 await h.write(q, "DOORBELL", starts[q] + posted_total[q])
@@ -131,7 +129,7 @@ def test_slots_picked_once_in_order_and_completion_words_follow(seed):
                 await h.cycle()
         for _ in range(400):
             await h.cycle()
-        for q in range(P.num_queues):
+        for q in range(NUM_QUEUES):
             mine = [(i, t) for qq, i, t, _ in h.picks if qq == q]
             assert mine == [((starts[q] + k) & M32, 0) for k in range(posted_total[q])], f"queue {q}: picks"
             word = ctx.get(dut.cw.word[q])
@@ -151,7 +149,7 @@ def test_slots_picked_once_in_order_and_completion_words_follow(seed):
 @pytest.mark.parametrize("seed", range(3))
 def test_a_halt_stops_the_queue_and_a_backwards_doorbell_comes_as_a_token(seed):
     rng = random.Random(seed)
-    dut = Queues(P)
+    dut = Queues(num_queues=NUM_QUEUES, slots=SLOTS)
     start = rng.randrange(1 << 32)
 
     async def bench(ctx):
@@ -192,12 +190,12 @@ def test_a_halt_stops_the_queue_and_a_backwards_doorbell_comes_as_a_token(seed):
     sim.run()
 
 
-@pytest.mark.parametrize("ahead", [P.slots, P.slots + 1])
+@pytest.mark.parametrize("ahead", [SLOTS, SLOTS + 1])
 def test_a_doorbell_may_run_slots_ahead_and_no_further(ahead):
     """With nothing completed, a doorbell SLOTS ahead is taken; one more is RING_OVERFLOW, raised as a token
     after the slots already posted, and the doorbell register keeps the last good value."""
     rng = random.Random(ahead)
-    dut = Queues(P)
+    dut = Queues(num_queues=NUM_QUEUES, slots=SLOTS)
     start = M32 - 5  # the ring wraps modulo 2^32 on the way
 
     async def bench(ctx):
@@ -208,16 +206,16 @@ def test_a_doorbell_may_run_slots_ahead_and_no_further(ahead):
         for _ in range(5):
             await h.cycle()
         h.take_picks = False
-        await h.write(0, "DOORBELL", start + P.slots - 2)
+        await h.write(0, "DOORBELL", start + SLOTS - 2)
         await h.write(0, "DOORBELL", start + ahead)
-        good = start + (ahead if ahead <= P.slots else P.slots - 2)
+        good = start + (ahead if ahead <= SLOTS else SLOTS - 2)
         assert h.read(0, "DOORBELL") == good & M32
         h.take_picks = True
         for _ in range(300):
             await h.cycle()
         picks = [(i, t, c) for q, i, t, c in h.picks if q == 0]
         slots = [((start + k) & M32, 0, 0) for k in range((good - start))]
-        if ahead <= P.slots:
+        if ahead <= SLOTS:
             assert picks == slots and ctx.get(dut.cw.word[0]) == start + ahead
         else:
             assert picks == [*slots, ((start + ahead) & M32, 1, int(ErrorCode.RING_OVERFLOW))]

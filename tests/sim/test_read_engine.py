@@ -53,7 +53,8 @@ def model_bursts(p: EngineParams, src: int, nrows: int) -> list[tuple[int, int]]
 @pytest.mark.parametrize(("data_width", "seed"), [(64, 1), (64, 2), (512, 3)])
 def test_bursts_rows_and_credits_match_the_model(data_width, seed):
     p = params(data_width)
-    dut = ReadEngine(p)
+    dut = ReadEngine(num_queues=p.num_queues, data_width=p.data_width, reads_outstanding=p.reads_outstanding,
+                     buffer_rows=p.buffer_rows, row_ptr_width=p.row_ptr_width, max_burst_beats=p.max_burst_beats)
     rng = random.Random(seed)
     jobs = []
     rows_cap = p.buffer_rows

@@ -37,7 +37,8 @@ class Burst:
 def test_rows_filled_in_order_and_faults_stop_the_walk(seed, error_rate):
     p = EngineParams(data_width=64, num_queues=2, slots=16, num_regions=8, reads_outstanding=8,
                      writes_outstanding=8, buffer_bytes=1024, max_burst_beats=8)
-    dut = ReadTracker(p)
+    dut = ReadTracker(data_width=p.data_width, reads_outstanding=p.reads_outstanding, buffer_rows=p.buffer_rows,
+                      row_ptr_width=p.row_ptr_width)
     rng = random.Random(seed)
     rows, rp, iw = p.buffer_rows, p.row_ptr_width, p.read_id_width
     total = 80

@@ -101,7 +101,8 @@ def test_bursts_wait_for_their_rows_and_match_the_model(data_width, seed):
     rng = random.Random(seed)
     jobs = Jobs(p, rng, 60)
     want_aw, want_went, want_cent = expected(p, jobs.list)
-    dut = WritePlanner(p)
+    dut = WritePlanner(num_queues=p.num_queues, data_width=p.data_width, row_ptr_width=p.row_ptr_width,
+                       max_burst_beats=p.max_burst_beats)
     got_aw, got_went, got_cent = [], [], []
 
     async def bench(ctx):
@@ -173,7 +174,8 @@ def test_a_read_error_fails_the_descriptor_and_stops_its_queue(seed):
     c = {**a, "queue": 1, "index": 2, "cookie": 3, "row0": 2 * a["nrows"], "dst_addr": 0x60000}
     jobs = [a, b, c]
     fault_row = rng.choice([0, 8, 16, 24])  # the first row of the failed read burst
-    dut = WritePlanner(p)
+    dut = WritePlanner(num_queues=p.num_queues, data_width=p.data_width, row_ptr_width=p.row_ptr_width,
+                       max_burst_beats=p.max_burst_beats)
     got_aw, got_cent, got_went, stops = [], [], [], []
 
     async def bench(ctx):

@@ -151,7 +151,7 @@ typedef unsigned long long uint64_t;
 #define ARKDMA_DEV_TIMEOUT 2u  /* a wait ran past the handle's budget */
 #define ARKDMA_DEV_QUEUE_ERROR 3u  /* the completion word carries the error bit: the queue halted */
 #define ARKDMA_DEV_ABORTED 4u  /* the host wrote the status record's abort word */
-#define ARKDMA_DEV_BAD_ARGUMENT 5u  /* a null handle, or a batch the window cannot hold */
+#define ARKDMA_DEV_BAD_ARGUMENT 5u  /* a null handle, or post_stream sizes out of range (batch 0 or over 64, in flight below batch) */
 /* where a device-API failure was met (the status record's site) */
 #define ARKDMA_DEV_SITE_POST 1u  /* waiting for room in the window (flow control) */
 #define ARKDMA_DEV_SITE_WAIT 2u  /* wait() for a ticket */

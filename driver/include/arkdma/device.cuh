@@ -226,6 +226,42 @@ __device__ inline uint32_t wait_signal(const arkdma_queue& q, const uint64_t* fl
   }
 }
 
+// --- streaming ---------------------------------------------------------------------------------
+
+// Streams `count` descriptors through the queue, `make(k)` giving the k-th (k = 0 .. count-1): `batch` of
+// them per publish (1..STREAM_BATCH: they are built on the stack), never more than `inflight` (at least
+// `batch`) posted and not yet completed, and the last of each publish marked NOTIFY so the completion
+// word keeps up. Does not wait for the last publish: `*ticket` gets the completion count at which every
+// descriptor posted is done, `*sent` how many were posted (fewer than `count` after a failure, whose
+// code is returned). Bad sizes return BAD_ARGUMENT before anything is posted.
+constexpr uint32_t STREAM_BATCH = 64;
+
+template <typename Make>
+__device__ inline uint32_t post_stream(const arkdma_queue& q, uint32_t count, uint32_t batch, uint32_t inflight,
+                                       Make make, uint64_t* ticket = nullptr, uint32_t* sent = nullptr) {
+  if (sent != nullptr) *sent = 0;
+  if (q.producer == nullptr || batch == 0 || batch > STREAM_BATCH || inflight < batch) return ARKDMA_DEV_BAD_ARGUMENT;
+  arkdma_descriptor d[STREAM_BATCH];
+  const uint64_t start = q.producer->posted;
+  uint64_t last = start;
+  uint32_t rc = ARKDMA_DEV_OK, next = 0;
+  while (next < count) {
+    const uint32_t n = min(batch, count - next);
+    if (next + n > inflight) {  // room for this publish within `inflight`
+      rc = wait(q, start + next + n - inflight);
+      if (rc != ARKDMA_DEV_OK) break;
+    }
+    for (uint32_t i = 0; i < n; ++i) d[i] = make(next + i);
+    d[n - 1].flags |= ARKDMA_FLAG_NOTIFY;
+    rc = post_batch(q, d, n, &last);
+    if (rc != ARKDMA_DEV_OK) break;
+    next += n;
+  }
+  if (ticket != nullptr) *ticket = last;
+  if (sent != nullptr) *sent = static_cast<uint32_t>(distance(last, start));  // a failed publish may post part
+  return rc;
+}
+
 }  // namespace arkdma
 
 #endif /* __CUDACC__ */
