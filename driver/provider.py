@@ -30,6 +30,10 @@ class EngineProvider(ABC):
         with self.open() as backend:
             return backend.geometry.caps
 
+    def cannot_play(self, scenario) -> str | None:
+        """Why this engine cannot play `scenario` (e.g. its memory is too small), or None."""
+        return None
+
     def runs_in_process(self) -> bool:
         """False for engines that run work elsewhere (under a simulator) instead of handing out a Backend."""
         return True

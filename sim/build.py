@@ -1,4 +1,5 @@
-"""Verilator builds of the engine, one per parameter set, cached under build/sim/, and running cocotb on them.
+"""Verilator builds of the engine (or of a design around it: the board core, sim/board.py), one per top and
+parameter set, cached under build/sim/, and running cocotb on them.
 
 The folder stays bounded: the models of the MAX_MODELS parameter sets used last and the MAX_RUNS newest run
 folders are kept, older ones removed when a new one is made. ARKDMA_BUILD_DIR moves the whole folder."""
@@ -14,6 +15,7 @@ import shutil
 import sys
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -35,36 +37,57 @@ class SimulationError(RuntimeError):
     """A build or simulation run failed; the message says where its log is."""
 
 
+def _engine(params: EngineParams):
+    from rtl.engine import Engine
+
+    return Engine(params)
+
+
+@dataclass(frozen=True)
+class Top:
+    """What a model is built from: the HDL module `name`, the component `make(params)` gives, and the source
+    folders (or files) its gateware comes from (a change there rebuilds it)."""
+
+    name: str
+    make: Callable[[EngineParams], object]
+    sources: tuple[str, ...] = ("rtl",)
+    suffix: str = ""  # of the build folder, beside the parameters' tag
+
+
+ENGINE = Top(TOPLEVEL, _engine)
+
+
 @dataclass(frozen=True)
 class SimBuild:
     params: EngineParams
     waves: bool
     directory: Path
+    top: Top = ENGINE
 
     @property
     def executable(self) -> Path:
-        return self.directory / TOPLEVEL
+        return self.directory / self.top.name
 
 
-def _source_digest(params: EngineParams, waves: bool) -> str:
+def _source_digest(params: EngineParams, waves: bool, top: Top = ENGINE) -> str:
     """Everything the model depends on: the gateware sources, the ABI, the tools, the parameters."""
     h = hashlib.sha256()
-    for path in sorted((PROJECT_ROOT / "rtl").glob("*.py")) + [PROJECT_ROOT / "driver" / "abi.py"]:
+    sources = [path for where in top.sources for path in (sorted((PROJECT_ROOT / where).glob("*.py"))
+                                                           if (PROJECT_ROOT / where).is_dir() else [PROJECT_ROOT / where])]
+    for path in sources + [PROJECT_ROOT / "driver" / "abi.py"]:
         h.update(path.name.encode())
         h.update(path.read_bytes())
     for package in ("amaranth", "verilator", "cocotb"):
         h.update(metadata.version(package).encode())
-    h.update(json.dumps([params.as_dict(), waves, BUILD_ARGS]).encode())
+    h.update(json.dumps([top.name, params.as_dict(), waves, BUILD_ARGS]).encode())
     return h.hexdigest()[:16]
 
 
-def verilog(params: EngineParams) -> str:
-    """The engine's Verilog for these parameters (module name arkdma_engine)."""
+def verilog(params: EngineParams, top: Top = ENGINE) -> str:
+    """The top's Verilog for these parameters (module name `top.name`, arkdma_engine for the engine)."""
     from amaranth.back import verilog as amaranth_verilog
 
-    from rtl.engine import Engine
-
-    return amaranth_verilog.convert(Engine(params), name=TOPLEVEL, emit_src=False)
+    return amaranth_verilog.convert(top.make(params), name=top.name, emit_src=False)
 
 
 @contextlib.contextmanager
@@ -92,34 +115,36 @@ def _tool_environment():
         os.environ.update(saved)
 
 
-def build(params: EngineParams, waves: bool = False, console=None, root: Path = BUILD_ROOT) -> SimBuild:
-    """The Verilator model of the engine with `params`, built once and reused while nothing changed."""
+def build(params: EngineParams, waves: bool = False, console=None, root: Path = BUILD_ROOT,
+          top: Top = ENGINE) -> SimBuild:
+    """The Verilator model of `top` (the engine) with `params`, built once and reused while nothing changed."""
     reason = toolchain.missing()
     if reason:
         raise SimulationError(f"cannot simulate here: {reason}")
-    directory = root / (params.tag() + ("_waves" if waves else ""))
-    digest = _source_digest(params, waves)
+    directory = root / (params.tag() + top.suffix + ("_waves" if waves else ""))
+    digest = _source_digest(params, waves, top)
     stamp = directory / "build.stamp"
     with _locked(directory):
-        result = SimBuild(params, waves, directory)
+        result = SimBuild(params, waves, directory, top)
         if stamp.exists() and stamp.read_text() == digest and result.executable.exists():
             os.utime(directory)  # used now: the last to be pruned
             return result
         from cocotb_tools.runner import get_runner
 
-        what = f"building the engine model with Verilator ({params.tag()}{', waves' if waves else ''}; about a minute)"
+        what = (f"building the {top.name} model with Verilator ({params.tag()}{', waves' if waves else ''}; "
+                "about a minute)")
         if console:
             console.print(what)  # also in a log that is not a terminal, where the spinner below shows nothing
         status = console.status(what) if console else contextlib.nullcontext()
         prune(root, keep_models=MAX_MODELS - 1)
         with status, _tool_environment():
             t0 = time.monotonic()
-            source = directory / f"{TOPLEVEL}.v"
-            source.write_text(verilog(params))
+            source = directory / f"{top.name}.v"
+            source.write_text(verilog(params, top))
             runner = get_runner("verilator")
             log = directory / "build.log"
             try:
-                runner.build(sources=[source], hdl_toplevel=TOPLEVEL, build_dir=directory,
+                runner.build(sources=[source], hdl_toplevel=top.name, build_dir=directory,
                              build_args=BUILD_ARGS, waves=waves, always=True, log_file=log)
             except (SystemExit, Exception) as exc:
                 raise SimulationError(f"Verilator build failed ({exc}); see {log}") from exc
@@ -127,7 +152,7 @@ def build(params: EngineParams, waves: bool = False, console=None, root: Path = 
                 {"params": params.as_dict(), "waves": waves, "seconds": round(time.monotonic() - t0, 1)}))
         stamp.write_text(digest)
         if console:
-            console.print(f"built the engine model in {time.monotonic() - t0:.0f} s: {directory}")
+            console.print(f"built the {top.name} model in {time.monotonic() - t0:.0f} s: {directory}")
         return result
 
 
@@ -167,7 +192,8 @@ def run(sim: SimBuild, test_module: str, run_dir: Path, env: dict[str, str] | No
     with _tool_environment():
         runner = get_runner("verilator")
         try:
-            runner.test(test_module=test_module, hdl_toplevel=TOPLEVEL, hdl_toplevel_lang="verilog", build_dir=sim.directory, test_dir=run_dir,
+            runner.test(test_module=test_module, hdl_toplevel=sim.top.name, hdl_toplevel_lang="verilog",
+                        build_dir=sim.directory, test_dir=run_dir,
                         extra_env=dict(env or {}), waves=sim.waves, testcase=testcase, seed=seed,
                         results_xml=str(results), log_file=log)
         except SystemExit as exc:

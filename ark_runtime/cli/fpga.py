@@ -62,7 +62,8 @@ def register(sub) -> None:
         s = fsub.add_parser(name, help=help_text,
                             description=f"{help_text[0].upper()}{help_text[1:]}. Addresses: engine registers from "
                                         "0, submission windows from WINDOW_BASE, on-chip RAM from 0x80000000.")
-        s.add_argument("--port", required=True, metavar="DEV", help="serial device of the board, e.g. /dev/ttyUSB1")
+        s.add_argument("--port", required=True, metavar="DEV",
+                       help="serial device of the board, e.g. /dev/ttyUSB1, or tcp://HOST:PORT (arkdma sim board)")
         s.add_argument("--baud", type=int, default=115200, help="the build's baud rate (default 115200)")
         s.add_argument("--timeout", type=link_timeout, default=1.0, metavar="S", help="wait per access (default 1)")
         if name == "peek":

@@ -1,10 +1,11 @@
-"""`arkdma sim`: the hardware engine in simulation (Verilator + cocotb): `sim bench`, `sim waves`, `sim fuzz`."""
+"""`arkdma sim`: the hardware engine in simulation (Verilator + cocotb): `sim bench`, `sim waves`, `sim fuzz`,
+`sim board`."""
 
 from __future__ import annotations
 
 import argparse
 
-from ark_runtime.cli import sim_fuzz
+from ark_runtime.cli import sim_board, sim_fuzz
 from ark_runtime.cli.arguments import byte_sizes, clock_mhz, input_file, nanoseconds, output_file, positive_int
 from ark_runtime.cli.rtl import add_param_options, params_from
 from driver.errors import ArkdmaError
@@ -16,6 +17,7 @@ def register(sub) -> None:
     _register_bench(ssub)
     _register_waves(ssub)
     sim_fuzz.register(ssub)
+    sim_board.register(ssub)
 
 
 def _register_bench(ssub) -> None:

@@ -1,9 +1,12 @@
-"""SerialLink: the host end of the UART bridge on a serial device (termios, no extra package), each access bounded."""
+"""SerialLink: the host end of the UART bridge on a serial device (termios, no extra package) or on a TCP
+byte stream (`tcp://host:port`: a simulated board, or a board's serial port served over the network), each
+access bounded."""
 
 from __future__ import annotations
 
 import os
 import select
+import socket
 import termios
 import time
 import tty
@@ -18,10 +21,18 @@ BAUD_CONSTANTS = {rate: getattr(termios, f"B{rate}") for rate in (9600, 19200, 3
                   if hasattr(termios, f"B{rate}")}
 
 
+TCP_PREFIX = "tcp://"
+
+
 class SerialLink:
     """Reads and writes 32-bit words through the bridge; raises BridgeError on an error response or silence."""
 
     def __init__(self, device: str | Path, baud: int = 115200, timeout_s: float = 1.0):
+        self.device, self.timeout_s = str(device), timeout_s
+        self._socket = None
+        if self.device.startswith(TCP_PREFIX):
+            self._connect(self.device[len(TCP_PREFIX):])
+            return
         if baud not in BAUD_CONSTANTS:
             raise BridgeError(f"baud {baud} is not one this system's serial driver offers; "
                               f"use one of {', '.join(map(str, BAUD_CONSTANTS))}")
@@ -30,7 +41,6 @@ class SerialLink:
         except OSError as exc:
             raise BridgeError(f"cannot open {device}: {exc.strerror}; is the board's FTDI cable plugged in, and "
                               "may this user open it (group dialout)?") from exc
-        self.device, self.timeout_s = str(device), timeout_s
         if not os.isatty(self.fd):
             os.close(self.fd)
             raise BridgeError(f"{device} is not a serial device (a tty); give the board's port, e.g. /dev/ttyUSB1")
@@ -40,8 +50,24 @@ class SerialLink:
         termios.tcsetattr(self.fd, termios.TCSANOW, attrs)
         termios.tcflush(self.fd, termios.TCIOFLUSH)
 
+    def _connect(self, where: str) -> None:
+        host, _, port = where.rpartition(":")
+        if not host or not port.isdigit():
+            raise BridgeError(f"{self.device!r} is not tcp://HOST:PORT")
+        try:
+            self._socket = socket.create_connection((host, int(port)), timeout=self.timeout_s)
+        except OSError as exc:
+            raise BridgeError(f"cannot reach {self.device}: {exc}; is the simulated board (or the serial "
+                              "server) running there?") from exc
+        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._socket.setblocking(False)
+        self.fd = self._socket.fileno()
+
     def close(self) -> None:
-        os.close(self.fd)
+        if self._socket is not None:
+            self._socket.close()
+        else:
+            os.close(self.fd)
 
     def __enter__(self) -> SerialLink:
         return self
@@ -59,7 +85,10 @@ class SerialLink:
                 raise BridgeError(f"no answer from the bridge on {self.device} within {self.timeout_s:g} s "
                                   f"({len(out)} of {reply_bytes} bytes came): is the bitstream loaded, the baud "
                                   "rate the one it was built with, and the board's UART jumpers set?")
-            out += os.read(self.fd, reply_bytes - len(out))
+            chunk = os.read(self.fd, reply_bytes - len(out))
+            if not chunk:
+                raise BridgeError(f"{self.device} closed the connection ({len(out)} of {reply_bytes} bytes came)")
+            out += chunk
         return bytes(out)
 
     def read32(self, addr: int) -> int:

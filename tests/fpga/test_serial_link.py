@@ -99,3 +99,59 @@ def test_probe_and_peek_poke_commands(pty_pair, capsys):
     assert main(["fpga", "poke", "--port", path, "0x10", "0x1234"]) == 0
     assert main(["fpga", "peek", "--port", path, "0x10", "0x14"]) == 0
     assert capsys.readouterr().out.split() == ["0x00000010", "0x00001234", "0x00000014", "0x00000000"]
+
+
+class SocketEnd:
+    """The far end of a TCP link: one connection accepted and answered by BridgeModel."""
+
+    def __init__(self, words: dict[int, int], mute: bool = False, hang_up: bool = False):
+        import socket
+
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(1)
+        self.url = f"tcp://127.0.0.1:{self.server.getsockname()[1]}"
+        self.words, self.mute, self.hang_up = words, mute, hang_up
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        conn, _ = self.server.accept()
+        if self.hang_up:
+            conn.recv(16)
+            conn.close()
+            return
+        BridgeModel(conn.fileno(), self.words, self.mute).run()
+        conn.close()
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def test_words_round_trip_over_tcp():
+    words = {}
+    end = SocketEnd(words)
+    with SerialLink(end.url, timeout_s=2.0) as link:
+        link.write32(0x40, 0x0BAD_F00D)
+        assert link.read32(0x40) == 0x0BAD_F00D
+        with pytest.raises(BridgeError, match="answered DECERR"):
+            link.write32(0x8000_0000, 1)
+    end.close()
+    assert words == {0x40: 0x0BAD_F00D}
+
+
+def test_tcp_link_errors_are_clear():
+    with pytest.raises(BridgeError, match="not tcp://HOST:PORT"):
+        SerialLink("tcp://nowhere")
+    import socket
+
+    with socket.socket() as unused:  # a port nobody listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    with pytest.raises(BridgeError, match="cannot reach .*is the simulated board"):
+        SerialLink(f"tcp://127.0.0.1:{port}", timeout_s=0.5)
+    quiet = SocketEnd({}, mute=True)
+    with SerialLink(quiet.url, timeout_s=0.2) as link, pytest.raises(BridgeError, match="no answer.*0.2 s"):
+        link.read32(0)
+    gone = SocketEnd({}, hang_up=True)
+    with SerialLink(gone.url, timeout_s=2.0) as link, pytest.raises(BridgeError, match="closed the connection"):
+        link.read32(0)

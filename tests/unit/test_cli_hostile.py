@@ -52,6 +52,8 @@ def test_clock_must_be_a_finite_positive_number(value, capsys):
     (["rtl", "verilog", "-o", "out/x.v", "--name", "1 bad name"], "not a Verilog module name"),
     (["fpga", "build", "--timeout", "inf"], "time in seconds"),
     (["sim", "waves", "/does/not/exist.vcd"], "does not exist"),
+    (["sim", "board", "--port", "80"], "TCP port"),
+    (["sim", "board", "--slots", "0"], "positive"),
 ])
 def test_hostile_values_are_usage_errors(argv, words, capsys):
     assert words in usage_error(argv, capsys)
@@ -61,6 +63,24 @@ def test_a_port_that_is_not_a_serial_device_is_one_line(capsys):
     assert main(["fpga", "probe", "--port", "/dev/null"]) == RUNTIME_ERROR
     err = capsys.readouterr().err
     assert "not a serial device" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_board_nobody_serves_is_one_line(capsys):
+    import socket
+
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    assert main(["fpga", "probe", "--port", f"tcp://127.0.0.1:{port}"]) == RUNTIME_ERROR
+    err = capsys.readouterr().err
+    assert "cannot reach" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_board_geometry_the_engine_refuses_is_one_line(capsys):
+    pytest.importorskip("amaranth")
+    assert main(["sim", "board", "--slots", "3"]) == RUNTIME_ERROR
+    err = capsys.readouterr().err
+    assert "board settings rejected" in err and "slots" in err and "Traceback" not in err
 
 
 def test_a_file_that_is_not_a_vcd_is_one_line(tmp_path, capsys):
