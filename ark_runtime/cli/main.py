@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "ark_runtime.cli.rtl",
     "ark_runtime.cli.bench",
     "ark_runtime.cli.sim",
+    "ark_runtime.cli.plan",
 )
 RUNTIME_ERROR, USAGE_ERROR, INTERRUPTED = 1, 2, 130
 

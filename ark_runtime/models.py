@@ -1,0 +1,75 @@
+"""Named models: the cases `arkdma bench loop` measures, for `arkdma plan NAME` and the tests.
+
+Each builder returns a Model; `named(name)` finds one (`chain64`, `mlp-b8`, `block-s128`, `matmul8192`, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ark_runtime.model import Model, ModelError
+
+CHAIN_FNS = ("neg", "relu", "silu", "gelu")
+
+
+def chain(ops: int = 64, rows: int = 256, cols: int = 1024) -> Model:
+    """`ops` elementwise ops chained on one fp32 tensor (1 MiB at the defaults)."""
+    m = Model(f"chain{ops}")
+    x = m.input("x", (rows, cols), "fp32")
+    for i in range(ops):
+        x = m.unary(CHAIN_FNS[i % len(CHAIN_FNS)], x)
+    m.output(x)
+    return m
+
+
+def mlp(batch: int, hidden: int = 4096, inner: int = 16384, dtype: str = "bf16") -> Model:
+    """hidden -> inner (GELU) -> hidden."""
+    m = Model(f"mlp-b{batch}")
+    x = m.input("x", (batch, hidden), dtype)
+    w1, w2 = m.input("w1", (hidden, inner), dtype), m.input("w2", (inner, hidden), dtype)
+    m.output(m.matmul(m.gelu(m.matmul(x, w1)), w2))
+    return m
+
+
+def transformer_block(seq: int, hidden: int = 1024, heads: int = 16, dtype: str = "bf16") -> Model:
+    """A pre-LN block at batch 1: x + attention(LN(x)), then + MLP(LN(.)) with a 4x GELU MLP."""
+    m = Model(f"block-s{seq}")
+    x = m.input("x", (seq, hidden), dtype)
+    p = {name: m.input(name, (hidden,), dtype) for name in ("ln1_w", "ln1_b", "ln2_w", "ln2_b")}
+    w = {name: m.input(name, (hidden, hidden), dtype) for name in ("wq", "wk", "wv", "wo")}
+    w1, w2 = m.input("w1", (hidden, 4 * hidden), dtype), m.input("w2", (4 * hidden, hidden), dtype)
+    h = m.layernorm(x, p["ln1_w"], p["ln1_b"])
+    q, k, v = (m.matmul(h, w[n]) for n in ("wq", "wk", "wv"))
+    x2 = m.add(x, m.matmul(m.attention(q, k, v, heads=heads), w["wo"]))
+    h2 = m.layernorm(x2, p["ln2_w"], p["ln2_b"])
+    m.output(m.add(x2, m.matmul(m.gelu(m.matmul(h2, w1)), w2)))
+    return m
+
+
+def matmul(n: int = 8192, dtype: str = "bf16") -> Model:
+    m = Model(f"matmul{n}")
+    m.output(m.matmul(m.input("a", (n, n), dtype), m.input("b", (n, n), dtype)))
+    return m
+
+
+def copy_out(nbytes: int) -> Model:
+    """A tensor computed, then copied to pinned host memory from inside the kernel."""
+    m = Model(f"copy{nbytes}")
+    x = m.input("x", (nbytes // 4,), "fp32")
+    m.output(m.copy(m.unary("identity", x), "host"))
+    return m
+
+
+NAMED: dict[str, Callable[[], Model]] = {
+    "chain64": chain,
+    "mlp-b1": lambda: mlp(1), "mlp-b8": lambda: mlp(8), "mlp-b64": lambda: mlp(64),
+    "block-s128": lambda: transformer_block(128), "block-s512": lambda: transformer_block(512),
+    "matmul8192": matmul,
+    "copy8k": lambda: copy_out(8192), "copy1m": lambda: copy_out(1 << 20),
+}
+
+
+def named(name: str) -> Model:
+    if name not in NAMED:
+        raise ModelError(f"no model named {name!r}; named models: {', '.join(NAMED)}")
+    return NAMED[name]()

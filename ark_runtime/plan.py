@@ -1,0 +1,165 @@
+"""The plan: a model's tiles, where each runs (one resident CTA per SM, each with its instruction stream), and
+the counters that order them across SMs, as plain JSON-able data.
+
+A stream is run once per iteration, in order: `run` a tile, `signal` a counter (add one), `wait` until a
+counter reaches (iteration + delta) x its increments per iteration. Counters only grow, so the iteration is
+part of the awaited value and nothing is ever reset:
+- a tile that reads what a tile on another SM writes waits for it with delta 1 (this iteration's write);
+- a tile that overwrites what a tile on another SM reads waits for that reader with delta 0 (the previous
+  iteration's read: the write-after-read hazard of running the model again).
+Tiles on one SM are ordered by their stream and need no counter. A counter counts one tile, or every tile
+of one op when a tile depends on many of them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from ark_runtime.model import Model
+from ark_runtime.scheduler import DeviceSpec, Placement, place
+from ark_runtime.tiling import Tile, dependencies, tile_model
+
+PLAN_VERSION = 1
+OP_COUNTER_FROM = 5  # waits on more tiles of one op than this go through the op's counter
+
+
+class PlanError(ValueError):
+    """A plan that breaks an invariant; the message lists what."""
+
+
+@dataclass(frozen=True)
+class Counter:
+    id: int
+    kind: str  # "tile": one tile signals it; "op": every tile of the op does
+    of: int  # the tile or op id
+    per_iteration: int  # signals per iteration
+
+    def as_json(self) -> dict:
+        return {"id": self.id, "kind": self.kind, "of": self.of, "per_iteration": self.per_iteration}
+
+
+@dataclass
+class Plan:
+    model: dict  # Model.as_json()
+    device: dict  # DeviceSpec.as_json()
+    tiles: list[dict]  # Tile.as_json()
+    deps: list[list[int]]  # per tile, the tiles it reads from (same iteration)
+    counters: list[dict]
+    streams: list[list[dict]]  # per SM: {"op": "run", "tile"} | {"op": "signal", "counter"} | {"op": "wait", "counter", "delta"}
+    estimate: dict = field(default_factory=dict)  # per tile SM/start/finish (ns) and the makespan, from the cost model
+
+    def as_json(self) -> dict:
+        return {"version": PLAN_VERSION, "model": self.model, "device": self.device, "tiles": self.tiles,
+                "deps": self.deps, "counters": self.counters, "streams": self.streams, "estimate": self.estimate}
+
+    def dumps(self) -> str:
+        return json.dumps(self.as_json(), separators=(",", ":"))
+
+    @staticmethod
+    def from_json(data: dict) -> Plan:
+        if data.get("version") != PLAN_VERSION:
+            raise PlanError(f"plan version {data.get('version')!r}; this runtime reads version {PLAN_VERSION}")
+        missing = {"model", "device", "tiles", "deps", "counters", "streams"} - set(data)
+        if missing:
+            raise PlanError(f"plan lacks {', '.join(sorted(missing))}")
+        return Plan(data["model"], data["device"], data["tiles"], data["deps"], data["counters"], data["streams"],
+                    data.get("estimate", {}))
+
+    @property
+    def num_sms(self) -> int:
+        return len(self.streams)
+
+    def stats(self) -> dict:
+        waits = sum(1 for s in self.streams for i in s if i["op"] == "wait")
+        return {"tiles": len(self.tiles), "ops": len(self.model["ops"]), "sms": self.num_sms,
+                "sms_used": sum(1 for s in self.streams if any(i["op"] == "run" for i in s)),
+                "counters": len(self.counters), "waits": waits,
+                "makespan_us": round(self.estimate.get("makespan_ns", 0.0) / 1e3, 3)}
+
+
+def _streams(tiles: list[Tile], deps: list[tuple[int, ...]], placement: Placement) -> tuple[list[Counter], list[list[dict]]]:
+    sm = placement.sm
+    n_sms = max(sm, default=0) + 1
+    op_tiles: dict[int, list[int]] = {}
+    for t in tiles:
+        op_tiles.setdefault(t.op, []).append(t.id)
+    readers: list[list[int]] = [[] for _ in tiles]
+    for t, ds in enumerate(deps):
+        for p in ds:
+            readers[p].append(t)
+
+    counters: list[Counter] = []
+    tile_counter: dict[int, int] = {}
+    op_counter: dict[int, int] = {}
+
+    def counter_for(kind: str, of: int) -> int:
+        table = tile_counter if kind == "tile" else op_counter
+        if of not in table:
+            table[of] = len(counters)
+            counters.append(Counter(len(counters), kind, of, 1 if kind == "tile" else len(op_tiles[of])))
+        return table[of]
+
+    # what each SM has already waited for in this iteration (counters only grow: a wait stays true)
+    seen_tile: list[dict[int, int]] = [{} for _ in range(n_sms)]
+    seen_op: list[dict[int, int]] = [{} for _ in range(n_sms)]
+
+    def waits_for(s: int, others: list[int], delta: int) -> list[dict]:
+        """Waits on SM s for the `others` (tiles on other SMs) not already waited for there: per op, one op
+        counter when there are many of its tiles, else one counter per tile."""
+        by_op: dict[int, list[int]] = {}
+        for o in others:
+            op = tiles[o].op
+            if seen_op[s].get(op, -1) < delta and seen_tile[s].get(o, -1) < delta:
+                by_op.setdefault(op, []).append(o)
+        out = []
+        for op, ids in sorted(by_op.items()):
+            if len(ids) >= OP_COUNTER_FROM:
+                out.append({"op": "wait", "counter": counter_for("op", op), "delta": delta})
+                seen_op[s][op] = max(delta, seen_op[s].get(op, -1))
+            else:
+                for o in sorted(ids):
+                    out.append({"op": "wait", "counter": counter_for("tile", o), "delta": delta})
+                    seen_tile[s][o] = max(delta, seen_tile[s].get(o, -1))
+        return out
+
+    streams: list[list[dict]] = [[] for _ in range(n_sms)]
+    body: dict[int, list[dict]] = {}
+    for t in tiles:  # in each SM's stream order
+        s = sm[t.id]
+        raw = [p for p in deps[t.id] if sm[p] != s]
+        war = [r for r in readers[t.id] if sm[r] != s]
+        body[t.id] = waits_for(s, raw, 1) + waits_for(s, war, 0)
+    # signals are known once every wait is: a tile signals each counter that counts it
+    signals: dict[int, list[int]] = {}
+    for c in counters:
+        for member in ([c.of] if c.kind == "tile" else op_tiles[c.of]):
+            signals.setdefault(member, []).append(c.id)
+    for t in tiles:
+        s = streams[sm[t.id]]
+        s.extend(body[t.id])
+        s.append({"op": "run", "tile": t.id})
+        s.extend({"op": "signal", "counter": c} for c in sorted(signals.get(t.id, ())))
+    return counters, streams
+
+
+def build_plan(model: Model, device: DeviceSpec | None = None) -> Plan:
+    """Tiles, their placement and the streams with their counters; raises PlanError if an invariant fails."""
+    from ark_runtime.plan_check import check
+
+    device = device or DeviceSpec()
+    if not model.ops:
+        raise PlanError(f"model {model.name!r} has no ops to plan")
+    tiles = tile_model(model, device.num_sms)
+    deps = dependencies(model, tiles)
+    placement = place(tiles, deps, device)
+    counters, streams = _streams(tiles, deps, placement)
+    streams += [[] for _ in range(device.num_sms - len(streams))]
+    plan = Plan(model.as_json(), device.as_json(), [t.as_json() for t in tiles], [list(d) for d in deps],
+                [c.as_json() for c in counters], streams,
+                {"sm": list(placement.sm), "start_ns": list(placement.start_ns),
+                 "finish_ns": list(placement.finish_ns), "makespan_ns": placement.makespan_ns})
+    problems = check(plan)
+    if problems:
+        raise PlanError(f"the plan of {model.name!r} breaks {len(problems)} invariant(s): " + "; ".join(problems[:5]))
+    return plan

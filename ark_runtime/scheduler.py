@@ -1,0 +1,77 @@
+"""Tiles placed on SMs: list scheduling in op order by estimated cost, each tile on the SM where it can start
+first, a wait on another SM's tile costing a cross-SM synchronisation. A chain of ops whose tile i reads
+only tile i of the op before lands on one SM and waits for nothing."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ark_runtime.tiling import Tile
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """What the schedule's cost estimate assumes of the GPU (only the SM count changes the plan's shape)."""
+
+    name: str = "H100"
+    num_sms: int = 132
+    memory_gbps: float = 3350.0  # HBM bandwidth, GB/s
+    tensor_tflops: float = 990.0  # dense bf16/fp16 with fp32 accumulation
+    sync_ns: float = 500.0  # a tile waiting on a tile of another SM (counter write, fence, poll)
+    tile_overhead_ns: float = 200.0  # loading a tile's work and its shared-memory pipeline start
+
+    def __post_init__(self) -> None:
+        if isinstance(self.num_sms, bool) or not isinstance(self.num_sms, int) or not 1 <= self.num_sms <= 1024:
+            raise ValueError(f"num_sms must be an int in 1..1024, not {self.num_sms!r}")
+        for name in ("memory_gbps", "tensor_tflops"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, not {getattr(self, name)!r}")
+        for name in ("sync_ns", "tile_overhead_ns"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be zero or more, not {getattr(self, name)!r}")
+
+    def tile_ns(self, tile: Tile) -> float:
+        """One SM's share of the GPU: the tile's bytes at 1/num_sms of the bandwidth, its flops at
+        1/num_sms of the tensor throughput, whichever is longer."""
+        per_sm_bytes_ns = self.memory_gbps / self.num_sms  # bytes per ns
+        per_sm_flops_ns = self.tensor_tflops * 1e3 / self.num_sms  # flops per ns
+        return self.tile_overhead_ns + max(tile.bytes / per_sm_bytes_ns, tile.flops / per_sm_flops_ns)
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Placement:
+    sm: tuple[int, ...]  # per tile
+    start_ns: tuple[float, ...]
+    finish_ns: tuple[float, ...]
+
+    @property
+    def makespan_ns(self) -> float:
+        return max(self.finish_ns, default=0.0)
+
+
+def place(tiles: list[Tile], deps: list[tuple[int, ...]], device: DeviceSpec) -> Placement:
+    """Tiles in order (the model's op order is a topological order) onto the SM where each starts first."""
+    n = device.num_sms
+    free = [0.0] * n
+    sm, start, finish = [0] * len(tiles), [0.0] * len(tiles), [0.0] * len(tiles)
+    for t in tiles:
+        ready_local = {}  # SM -> when the deps on that SM are done
+        ready_remote = 0.0
+        for p in deps[t.id]:
+            ready_local[sm[p]] = max(ready_local.get(sm[p], 0.0), finish[p])
+            ready_remote = max(ready_remote, finish[p] + device.sync_ns)
+        best, best_start = 0, float("inf")
+        for s in range(n):
+            # the deps on SM s cost nothing more; every other dep costs a synchronisation
+            others = max((finish[p] + device.sync_ns for p in deps[t.id] if sm[p] != s), default=0.0) \
+                if s in ready_local else ready_remote
+            begin = max(free[s], ready_local.get(s, 0.0), others)
+            if begin < best_start:
+                best, best_start = s, begin
+        sm[t.id], start[t.id] = best, best_start
+        finish[t.id] = best_start + device.tile_ns(t)
+        free[best] = finish[t.id]
+    return Placement(tuple(sm), tuple(start), tuple(finish))

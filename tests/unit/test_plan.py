@@ -1,0 +1,225 @@
+"""The model API and the plan without a GPU: named and random models plan with every invariant holding, the
+tiles of an op cover its output exactly once, the JSON round-trips, and the checker finds planted breakage
+(a missing wait, a tile run twice or never, a signal lost, an order swapped, a cycle of waits)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+pytest.importorskip("hypothesis")
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+from ark_runtime.model import Model, ModelError  # noqa: E402
+from ark_runtime.models import NAMED, chain, named  # noqa: E402
+from ark_runtime.plan import Plan, PlanError, build_plan  # noqa: E402
+from ark_runtime.plan_check import check  # noqa: E402
+from ark_runtime.scheduler import DeviceSpec  # noqa: E402
+from ark_runtime.tiling import tile_model  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def plans():
+    return {name: build_plan(named(name), DeviceSpec(num_sms=132)) for name in NAMED}
+
+
+def test_named_models_plan_and_round_trip(plans):
+    for name, plan in plans.items():
+        assert check(plan) == [], name
+        again = Plan.from_json(json.loads(plan.dumps()))
+        assert again.as_json() == json.loads(plan.dumps()), name
+
+
+def test_a_chain_stays_on_its_sms_and_waits_for_nothing(plans):
+    plan = plans["chain64"]
+    assert plan.stats()["waits"] == 0 and plan.counters == []
+    sm = plan.estimate["sm"]
+    per_op = len(plan.tiles) // 64
+    assert all(sm[t["id"]] == sm[t["index"]] for t in plan.tiles), "tile i of every op runs where tile i of the first does"
+    assert per_op >= 100  # spread over the SMs
+
+
+def test_tiles_cover_each_output_exactly_once():
+    m = named("block-s128")
+    for sms in (1, 7, 132):
+        tiles = tile_model(m, sms)
+        for op in m.ops:
+            out = m.tensors[op.output]
+            seen = [[0] * out.cols for _ in range(out.rows)]
+            for t in (t for t in tiles if t.op == op.id):
+                w = t.writes
+                for r in range(w.r0, w.r1):
+                    for c in range(w.c0, w.c1):
+                        seen[r][c] += 1
+            assert all(v == 1 for row in seen for v in row), (op.kind, sms)
+
+
+# --- random models ------------------------------------------------------------------------------------
+@st.composite
+def models(draw):
+    m = Model("random")
+    rows, cols = draw(st.integers(1, 40)), draw(st.sampled_from([8, 16, 24, 64]))
+    pool = [m.input("x0", (rows, cols), "fp32")]
+    weight = m.input("w", (cols, cols), "fp32")
+    gamma = m.input("g", (cols,), "fp32")
+    for _ in range(draw(st.integers(1, 8))):
+        a = draw(st.sampled_from(pool))
+        kind = draw(st.sampled_from(["unary", "binary", "bcast", "matmul", "softmax", "rmsnorm", "reduce",
+                                     "attention"]))
+        if kind == "unary":
+            out = m.unary(draw(st.sampled_from(["gelu", "neg", "exp"])), a)
+        elif kind == "binary":
+            out = m.add(a, draw(st.sampled_from(pool)))
+        elif kind == "bcast":
+            out = m.mul(a, m.reduce("sum", a))
+        elif kind == "matmul":
+            out = m.matmul(a, weight)
+        elif kind == "softmax":
+            out = m.softmax(a)
+        elif kind == "rmsnorm":
+            out = m.rmsnorm(a, gamma)
+        elif kind == "reduce":
+            m.reduce("max", a)
+            continue
+        else:
+            out = m.attention(a, draw(st.sampled_from(pool)), a, heads=draw(st.sampled_from([1, 2, 8])),
+                              causal=draw(st.booleans()))
+        pool.append(out)
+    m.output(pool[-1])
+    return m
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(models(), st.integers(1, 12))
+def test_random_models_plan_with_every_invariant(model, sms):
+    plan = build_plan(model, DeviceSpec(num_sms=sms))
+    assert check(plan, interleavings=5) == []
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(models(), st.integers(2, 6), st.data())
+def test_a_missing_wait_is_found(model, sms, data):
+    plan = build_plan(model, DeviceSpec(num_sms=sms))
+    waits = [(s, i) for s, stream in enumerate(plan.streams) for i, ins in enumerate(stream)
+             if ins["op"] == "wait" and ins["delta"] == 1]
+    if not waits:
+        return
+    s, i = data.draw(st.sampled_from(waits))
+    broken = copy.deepcopy(plan)
+    del broken.streams[s][i]
+    assert any("without waiting" in p for p in check(broken)), "a read-after-write left unordered went unseen"
+
+
+def _small_plan(sms: int = 3) -> Plan:
+    m = Model("small")
+    x = m.input("x", (64, 64), "fp32")
+    w = m.input("w", (64, 64), "fp32")
+    m.output(m.softmax(m.matmul(m.gelu(x), w)))
+    return build_plan(m, DeviceSpec(num_sms=sms))
+
+
+def test_planted_breakage_is_named():
+    plan = _small_plan()
+    run = next(ins for s in plan.streams for ins in s if ins["op"] == "run")
+    twice = copy.deepcopy(plan)
+    twice.streams[-1].append(dict(run))
+    assert any("runs twice" in p for p in check(twice))
+    never = copy.deepcopy(plan)
+    for s in never.streams:
+        s[:] = [ins for ins in s if ins != run]
+    assert any("runs on no SM" in p for p in check(never))
+    lost = copy.deepcopy(plan)
+    for s in lost.streams:
+        for i, ins in enumerate(s):
+            if ins["op"] == "signal":
+                del s[i]
+                break
+        else:
+            continue
+        break
+    assert any("is signalled by" in p for p in check(lost))
+    swapped = copy.deepcopy(plan)
+    stream = max(swapped.streams, key=lambda s: sum(ins["op"] == "run" for ins in s))
+    runs = [i for i, ins in enumerate(stream) if ins["op"] == "run"]
+    stream[runs[0]], stream[runs[-1]] = stream[runs[-1]], stream[runs[0]]
+    assert check(swapped), "a stream run out of order went unseen"
+
+
+def test_a_cycle_of_waits_is_a_deadlock_naming_the_stuck_sms():
+    m = Model("pair")
+    x = m.input("x", (1, 8), "fp32")
+    m.output(m.neg(x) if hasattr(m, "neg") else m.unary("neg", x))
+    plan = build_plan(m, DeviceSpec(num_sms=2))
+    plan.tiles.append(dict(plan.tiles[0], id=1, index=1))
+    plan.deps.append([])
+    plan.counters = [{"id": 0, "kind": "tile", "of": 0, "per_iteration": 1},
+                     {"id": 1, "kind": "tile", "of": 1, "per_iteration": 1}]
+    plan.streams = [[{"op": "wait", "counter": 1, "delta": 1}, {"op": "run", "tile": 0}, {"op": "signal", "counter": 0}],
+                    [{"op": "wait", "counter": 0, "delta": 1}, {"op": "run", "tile": 1}, {"op": "signal", "counter": 1}]]
+    problems = check(plan)
+    assert problems and problems[0].startswith("deadlock with 2 SM(s) stuck") and "SM 0" in problems[0]
+
+
+def test_a_write_after_read_left_unordered_is_found():
+    from ark_runtime.models import copy_out
+
+    plan = build_plan(copy_out(1 << 16), DeviceSpec(num_sms=8))  # tiles on 8 SMs, one copy reads them all
+    zeros = [(s, i) for s, stream in enumerate(plan.streams) for i, ins in enumerate(stream)
+             if ins["op"] == "wait" and ins["delta"] == 0]
+    assert zeros, "the small plan has readers on other SMs"
+    for s, i in zeros:
+        broken = copy.deepcopy(plan)
+        covered = any(ins["op"] == "wait" and ins["counter"] == broken.streams[s][i]["counter"] and ins["delta"] == 1
+                      for ins in broken.streams[s])
+        del broken.streams[s][i]
+        if not covered:
+            assert any("previous iteration" in p for p in check(broken))
+            return
+    pytest.fail("no write-after-read wait stood alone")
+
+
+# --- hostile input ------------------------------------------------------------------------------------
+def test_model_refuses_bad_shapes_types_and_names():
+    m = Model("bad")
+    a = m.input("a", (4, 8), "bf16")
+    with pytest.raises(ModelError, match="inner dimensions differ"):
+        m.matmul(a, m.input("b", (4, 8), "bf16"))
+    with pytest.raises(ModelError, match="do not broadcast"):
+        m.add(a, m.input("c", (3, 8), "bf16"))
+    with pytest.raises(ModelError, match="is bf16 but"):
+        m.add(a, m.input("d", (4, 8), "fp32"))
+    with pytest.raises(ModelError, match="dtype 'fp8'"):
+        m.input("e", (4,), "fp8")
+    with pytest.raises(ModelError, match="positive ints"):
+        m.input("f", (4, 0))
+    with pytest.raises(ModelError, match="already taken"):
+        m.input("a", (1,))
+    with pytest.raises(ModelError, match="identifier"):
+        m.input("1x", (1,))
+    with pytest.raises(ModelError, match="heads=3"):
+        m.attention(a, a, a, heads=3)
+    with pytest.raises(ModelError, match="eps"):
+        m.rmsnorm(a, m.input("g", (8,), "bf16"), eps=-1)
+    with pytest.raises(ModelError, match="not a tensor of model"):
+        m.gelu(Model("other").input("z", (4, 8), "bf16"))
+    with pytest.raises(ModelError, match="unary op 'tanhh'"):
+        m.unary("tanhh", a)
+    with pytest.raises(ModelError, match="ids must be int32"):
+        m.embedding(m.input("table", (10, 8), "bf16"), a)
+
+
+def test_plans_refuse_empty_models_bad_devices_and_foreign_json():
+    with pytest.raises(PlanError, match="no ops"):
+        build_plan(Model("empty"))
+    with pytest.raises(ValueError, match="num_sms"):
+        DeviceSpec(num_sms=0)
+    with pytest.raises(PlanError, match="version"):
+        Plan.from_json({"version": 99})
+    with pytest.raises(PlanError, match="lacks"):
+        Plan.from_json({"version": 1, "model": {}})
+    with pytest.raises(ModelError, match="no model named"):
+        named("gpt5")
+    assert chain(4, 2, 8).ops and len(chain(4, 2, 8).ops) == 4
