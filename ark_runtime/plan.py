@@ -1,14 +1,15 @@
 """The plan: a model's tiles, where each runs (one resident CTA per SM, each with its instruction stream), and
 the counters that order them across SMs, as plain JSON-able data.
 
-A stream is run once per iteration, in order: `run` a tile, `signal` a counter (add one), `wait` until a
-counter reaches (iteration + delta) x its increments per iteration. Counters only grow, so the iteration is
-part of the awaited value and nothing is ever reset:
+A stream is run once per iteration, in order: `run` a tile, `signal` its counter (add one), `wait` until a
+counter reaches iteration + delta. Counters only grow, so the iteration is part of the awaited value and
+nothing is ever reset:
 - a tile that reads what a tile on another SM writes waits for it with delta 1 (this iteration's write);
 - a tile that overwrites what a tile on another SM reads waits for that reader with delta 0 (the previous
   iteration's read: the write-after-read hazard of running the model again).
-Tiles on one SM are ordered by their stream and need no counter. A counter counts one tile, or every tile
-of one op when a tile depends on many of them.
+Tiles on one SM are ordered by their stream and need no counter. A counter belongs to one tile; a wait on
+many tiles of one op waits on an op group, whose value is the least of its tiles' counters. (Not their sum:
+a sum reaches n x (i + 1) when a fast tile has signalled iteration i + 1 and a slow one not yet iteration i.)
 """
 
 from __future__ import annotations
@@ -31,12 +32,12 @@ class PlanError(ValueError):
 @dataclass(frozen=True)
 class Counter:
     id: int
-    kind: str  # "tile": one tile signals it; "op": every tile of the op does
+    kind: str  # "tile": its tile signals it once per iteration; "op": a group, the least of `members`
     of: int  # the tile or op id
-    per_iteration: int  # signals per iteration
+    members: tuple[int, ...] = ()  # for an op group: the counters of every tile of the op
 
     def as_json(self) -> dict:
-        return {"id": self.id, "kind": self.kind, "of": self.of, "per_iteration": self.per_iteration}
+        return {"id": self.id, "kind": self.kind, "of": self.of, "members": list(self.members)}
 
 
 @dataclass
@@ -96,8 +97,9 @@ def _streams(tiles: list[Tile], deps: list[tuple[int, ...]], placement: Placemen
     def counter_for(kind: str, of: int) -> int:
         table = tile_counter if kind == "tile" else op_counter
         if of not in table:
+            members = tuple(counter_for("tile", t) for t in op_tiles[of]) if kind == "op" else ()
             table[of] = len(counters)
-            counters.append(Counter(len(counters), kind, of, 1 if kind == "tile" else len(op_tiles[of])))
+            counters.append(Counter(len(counters), kind, of, members))
         return table[of]
 
     # what each SM has already waited for in this iteration (counters only grow: a wait stays true)
@@ -130,16 +132,13 @@ def _streams(tiles: list[Tile], deps: list[tuple[int, ...]], placement: Placemen
         raw = [p for p in deps[t.id] if sm[p] != s]
         war = [r for r in readers[t.id] if sm[r] != s]
         body[t.id] = waits_for(s, raw, 1) + waits_for(s, war, 0)
-    # signals are known once every wait is: a tile signals each counter that counts it
-    signals: dict[int, list[int]] = {}
-    for c in counters:
-        for member in ([c.of] if c.kind == "tile" else op_tiles[c.of]):
-            signals.setdefault(member, []).append(c.id)
+    # a tile signals its own counter, if anything waits on it (alone or in its op's group)
     for t in tiles:
         s = streams[sm[t.id]]
         s.extend(body[t.id])
         s.append({"op": "run", "tile": t.id})
-        s.extend({"op": "signal", "counter": c} for c in sorted(signals.get(t.id, ())))
+        if t.id in tile_counter:
+            s.append({"op": "signal", "counter": tile_counter[t.id]})
     return counters, streams
 
 

@@ -1,7 +1,7 @@
 """The plan's invariants, checked without a GPU.
 
-Static: every tile runs exactly once per iteration; every counter is signalled by exactly the tiles it counts,
-each after it ran; every dependency is ordered, on one SM by the stream and across SMs by a wait that covers
+Static: every tile runs exactly once per iteration; every tile counter is signalled by its tile alone, once,
+after it ran, and an op group holds the counter of every tile of its op; every dependency is ordered, on one SM by the stream and across SMs by a wait that covers
 it (read-after-write in the same iteration, write-after-read against the previous one).
 
 Dynamic: every SM's stream is run for a few iterations with one resident CTA per SM, in interleavings drawn
@@ -58,33 +58,55 @@ def static_problems(plan) -> list[str]:
                 else:
                     signalled[ins["counter"]].append(last_run)
     for c in counters:
-        members = [c["of"]] if c["kind"] == "tile" else [t["id"] for t in tiles if t["op"] == c["of"]]
-        if sorted(signalled[c["id"]]) != sorted(members) or len(members) != c["per_iteration"]:
-            problems.append(f"counter {c['id']} ({c['kind']} {c['of']}) is signalled by tiles "
-                            f"{sorted(signalled[c['id']])[:8]}, not by {sorted(members)[:8]} once each")
+        if c["kind"] == "tile":
+            if signalled[c["id"]] != [c["of"]]:
+                problems.append(f"counter {c['id']} of tile {c['of']} is signalled by tiles "
+                                f"{sorted(signalled[c['id']])[:8]}, not by its tile once")
+        elif c["kind"] == "op":
+            held = sorted(counters[m]["of"] for m in c["members"] if counters[m]["kind"] == "tile")
+            if held != [t["id"] for t in tiles if t["op"] == c["of"]] or signalled[c["id"]]:
+                problems.append(f"op group {c['id']} (op {c['of']}) does not hold exactly its tiles' counters, "
+                                "or is signalled itself")
+        else:
+            problems.append(f"counter {c['id']} has a kind {c['kind']!r}")
 
-    def waited_before(t: int, producer: int, delta: int) -> bool:
-        s, pos = where[t]
-        return any(ins["op"] == "wait" and ins["delta"] >= delta and _covers(counters[ins["counter"]], tiles, producer)
-                   for ins in plan.streams[s][:pos])
-
+    # Walk each stream keeping, per counter, the largest delta waited for so far: a dependency is covered
+    # when its producer's counter (or its op's group) was waited for, with enough delta, before the tile.
+    tile_ctr = {c["of"]: c["id"] for c in counters if c["kind"] == "tile"}
+    group = {c["of"]: c["id"] for c in counters if c["kind"] == "op"}
+    readers: dict[int, list[int]] = {}
     for t, ds in enumerate(plan.deps):
         for p in ds:
-            (sp, pp), (st, pt) = where[p], where[t]
-            if sp == st:
-                if pp > pt:
-                    problems.append(f"tile {t} runs before tile {p} it reads, on SM {st}")
-            else:
-                if not waited_before(t, p, 1):
-                    problems.append(f"tile {t} (SM {st}) reads tile {p} (SM {sp}) without waiting for it")
-                if not waited_before(p, t, 0):
-                    problems.append(f"tile {p} (SM {sp}) overwrites what tile {t} (SM {st}) read in the previous "
-                                    "iteration without waiting for it")
+            readers.setdefault(p, []).append(t)
+
+    def covered(seen: dict[int, int], producer: int, delta: int) -> bool:
+        best = max(seen.get(tile_ctr.get(producer, -1), -1), seen.get(group.get(tiles[producer]["op"], -1), -1))
+        return best >= delta
+
+    for s, stream in enumerate(plan.streams):
+        seen: dict[int, int] = {}
+        for ins in stream:
+            if ins["op"] == "wait":
+                seen[ins["counter"]] = max(seen.get(ins["counter"], -1), ins["delta"])
+            elif ins["op"] == "run":
+                t = ins["tile"]
+                for p in plan.deps[t]:  # t reads p
+                    sp = where[p][0]
+                    if sp == s:
+                        if where[p][1] > where[t][1]:
+                            problems.append(f"tile {t} runs before tile {p} it reads, on SM {s}")
+                    elif not covered(seen, p, 1):
+                        problems.append(f"tile {t} (SM {s}) reads tile {p} (SM {sp}) without waiting for it")
+                for r in readers.get(t, ()):  # t overwrites what r read in the previous iteration
+                    if where[r][0] != s and not covered(seen, r, 0):
+                        problems.append(f"tile {t} (SM {s}) overwrites what tile {r} (SM {where[r][0]}) read in the "
+                                        "previous iteration without waiting for it")
     return problems
 
 
-def run_problems(plan, iterations: int = ITERATIONS, seed: int = 0) -> list[str]:
-    """Runs the streams `iterations` times in a random interleaving; deadlocks and broken orders."""
+def run_problems(plan, iterations: int = ITERATIONS, seed: int = 0, on_run=None) -> list[str]:
+    """Runs the streams `iterations` times in a random interleaving; deadlocks and broken orders.
+    `on_run(tile, iteration)` is called as each tile runs (ark_runtime/reference.py computes it)."""
     rng = random.Random(seed)
     counters = plan.counters
     value = [0] * len(counters)
@@ -94,40 +116,44 @@ def run_problems(plan, iterations: int = ITERATIONS, seed: int = 0) -> list[str]
     step = 0
     active = [s for s in range(plan.num_sms) if lengths[s]]
 
+    def current(c: dict) -> int:
+        return min((value[m] for m in c["members"]), default=0) if c["kind"] == "op" else value[c["id"]]
+
     def blocked(s: int) -> dict | None:
         it, pos = divmod(pc[s], lengths[s])
         ins = plan.streams[s][pos]
-        if ins["op"] == "wait":
-            c = counters[ins["counter"]]
-            if value[c["id"]] < (it + ins["delta"]) * c["per_iteration"]:
-                return ins
+        if ins["op"] == "wait" and current(counters[ins["counter"]]) < it + ins["delta"]:
+            return ins
         return None
 
     while active:
-        runnable = [s for s in active if blocked(s) is None]
-        if not runnable:
+        # a round: every SM with work, in a random order, runs until it blocks (or, at random, yields early)
+        moved = False
+        rng.shuffle(active)
+        for s in active:
+            while pc[s] < iterations * lengths[s] and blocked(s) is None:
+                it, pos = divmod(pc[s], lengths[s])
+                ins = plan.streams[s][pos]
+                if ins["op"] == "run":
+                    step += 1
+                    done_at[(ins["tile"], it)] = step
+                    if on_run is not None:
+                        on_run(ins["tile"], it)
+                elif ins["op"] == "signal":
+                    value[ins["counter"]] += 1
+                pc[s] += 1
+                moved = True
+                if rng.random() < 0.3:
+                    break  # let another SM move: interleavings differ
+        active = [a for a in active if pc[a] < iterations * lengths[a]]
+        if active and not moved:
             stuck = []
-            for s in active[:6]:
+            for s in sorted(active)[:6]:
                 it, pos = divmod(pc[s], lengths[s])
                 w = blocked(s)
                 stuck.append(f"SM {s} in iteration {it} waits for counter {w['counter']} to reach "
-                             f"{(it + w['delta']) * counters[w['counter']]['per_iteration']} (it is "
-                             f"{value[w['counter']]})")
+                             f"{it + w['delta']} (it is {current(counters[w['counter']])})")
             return [f"deadlock with {len(active)} SM(s) stuck: " + "; ".join(stuck)]
-        s = rng.choice(runnable)
-        # run this SM until it blocks or finishes (an SM runs on while it can, like a resident CTA)
-        while pc[s] < iterations * lengths[s] and blocked(s) is None:
-            it, pos = divmod(pc[s], lengths[s])
-            ins = plan.streams[s][pos]
-            if ins["op"] == "run":
-                step += 1
-                done_at[(ins["tile"], it)] = step
-            elif ins["op"] == "signal":
-                value[ins["counter"]] += 1
-            pc[s] += 1
-            if rng.random() < 0.3:
-                break  # let another SM move: interleavings differ
-        active = [a for a in active if pc[a] < iterations * lengths[a]]
 
     problems = []
     for t, ds in enumerate(plan.deps):

@@ -19,6 +19,7 @@ from ark_runtime.plan import Plan, PlanError, build_plan  # noqa: E402
 from ark_runtime.plan_check import check  # noqa: E402
 from ark_runtime.scheduler import DeviceSpec  # noqa: E402
 from ark_runtime.tiling import tile_model  # noqa: E402
+from tests.unit.model_strategies import models  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -58,40 +59,6 @@ def test_tiles_cover_each_output_exactly_once():
 
 
 # --- random models ------------------------------------------------------------------------------------
-@st.composite
-def models(draw):
-    m = Model("random")
-    rows, cols = draw(st.integers(1, 40)), draw(st.sampled_from([8, 16, 24, 64]))
-    pool = [m.input("x0", (rows, cols), "fp32")]
-    weight = m.input("w", (cols, cols), "fp32")
-    gamma = m.input("g", (cols,), "fp32")
-    for _ in range(draw(st.integers(1, 8))):
-        a = draw(st.sampled_from(pool))
-        kind = draw(st.sampled_from(["unary", "binary", "bcast", "matmul", "softmax", "rmsnorm", "reduce",
-                                     "attention"]))
-        if kind == "unary":
-            out = m.unary(draw(st.sampled_from(["gelu", "neg", "exp"])), a)
-        elif kind == "binary":
-            out = m.add(a, draw(st.sampled_from(pool)))
-        elif kind == "bcast":
-            out = m.mul(a, m.reduce("sum", a))
-        elif kind == "matmul":
-            out = m.matmul(a, weight)
-        elif kind == "softmax":
-            out = m.softmax(a)
-        elif kind == "rmsnorm":
-            out = m.rmsnorm(a, gamma)
-        elif kind == "reduce":
-            m.reduce("max", a)
-            continue
-        else:
-            out = m.attention(a, draw(st.sampled_from(pool)), a, heads=draw(st.sampled_from([1, 2, 8])),
-                              causal=draw(st.booleans()))
-        pool.append(out)
-    m.output(pool[-1])
-    return m
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(models(), st.integers(1, 12))
 def test_random_models_plan_with_every_invariant(model, sms):
@@ -155,8 +122,8 @@ def test_a_cycle_of_waits_is_a_deadlock_naming_the_stuck_sms():
     plan = build_plan(m, DeviceSpec(num_sms=2))
     plan.tiles.append(dict(plan.tiles[0], id=1, index=1))
     plan.deps.append([])
-    plan.counters = [{"id": 0, "kind": "tile", "of": 0, "per_iteration": 1},
-                     {"id": 1, "kind": "tile", "of": 1, "per_iteration": 1}]
+    plan.counters = [{"id": 0, "kind": "tile", "of": 0, "members": []},
+                     {"id": 1, "kind": "tile", "of": 1, "members": []}]
     plan.streams = [[{"op": "wait", "counter": 1, "delta": 1}, {"op": "run", "tile": 0}, {"op": "signal", "counter": 0}],
                     [{"op": "wait", "counter": 0, "delta": 1}, {"op": "run", "tile": 1}, {"op": "signal", "counter": 1}]]
     problems = check(plan)

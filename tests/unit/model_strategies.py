@@ -1,0 +1,51 @@
+"""Random models for Hypothesis: chains of every op kind on small shapes, mixing broadcasts and reuse."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from ark_runtime.model import Model
+
+
+@st.composite
+def models(draw):
+    m = Model("random")
+    rows, cols = draw(st.integers(1, 40)), draw(st.sampled_from([8, 16, 24, 64]))
+    pool = [m.input("x0", (rows, cols), "fp32")]
+    weight = m.input("w", (cols, cols), "fp32")
+    gamma, beta = m.input("g", (cols,), "fp32"), m.input("b", (cols,), "fp32")
+    cos, sin = m.input("cos", (rows, cols // 2), "fp32"), m.input("sin", (rows, cols // 2), "fp32")
+    table, ids = m.input("table", (11, cols), "fp32"), m.input("ids", (rows,), "int32")
+    for _ in range(draw(st.integers(1, 8))):
+        a = draw(st.sampled_from(pool))
+        kind = draw(st.sampled_from(["unary", "binary", "bcast", "matmul", "softmax", "rmsnorm", "reduce",
+                                     "attention", "layernorm", "rope", "embedding", "copy"]))
+        if kind == "unary":
+            out = m.unary(draw(st.sampled_from(["gelu", "neg", "exp"])), a)
+        elif kind == "binary":
+            out = m.add(a, draw(st.sampled_from(pool)))
+        elif kind == "bcast":
+            out = m.mul(a, m.reduce("sum", a))
+        elif kind == "matmul":
+            out = m.matmul(a, weight)
+        elif kind == "softmax":
+            out = m.softmax(a)
+        elif kind == "rmsnorm":
+            out = m.rmsnorm(a, gamma)
+        elif kind == "layernorm":
+            out = m.layernorm(a, gamma, beta)
+        elif kind == "rope":
+            out = m.rope(a, cos, sin)
+        elif kind == "embedding":
+            out = m.add(m.embedding(table, ids), a)
+        elif kind == "copy":
+            out = m.copy(a, "host")
+        elif kind == "reduce":
+            m.reduce("max", a)
+            continue
+        else:
+            out = m.attention(a, draw(st.sampled_from(pool)), a, heads=draw(st.sampled_from([1, 2, 8])),
+                              causal=draw(st.booleans()))
+        pool.append(out)
+    m.output(pool[-1])
+    return m
