@@ -109,6 +109,19 @@ class BoardSimulation:
                                           f"see {run_dir / 'sim.log'}")
                 time.sleep(0.05)
 
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """Ends a `once` simulation whatever state its host left: a connection that sends one byte (the bridge
+        answers '?') and hangs up, then the simulator's end."""
+        if self._thread is None or not self._thread.is_alive():
+            return self.wait(timeout_s)
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=5.0) as s:
+                s.sendall(b"?")
+                s.recv(1)
+        except OSError:
+            pass  # it already stopped
+        self.wait(timeout_s)
+
     def wait(self, timeout_s: float | None = 60.0) -> None:
         """After the last connection closed: the simulator's end, with its error if it failed (None: no limit)."""
         if self._thread is not None:

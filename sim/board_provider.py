@@ -37,11 +37,15 @@ class SimBoardProvider(EngineProvider):
         from sim.board import BoardSimulation, board_params
 
         sim = BoardSimulation(board_params(**params), console=console).start()
-        link = SerialLink(sim.url, timeout_s=60.0)
+        try:
+            link = SerialLink(sim.url, timeout_s=60.0)
+        except BaseException:
+            sim.stop()
+            raise
 
         def stop() -> None:
             link.close()
-            sim.wait()
+            sim.stop()
 
         try:
             return BoardBackend(link, on_close=stop)
@@ -62,7 +66,9 @@ class SimBoardProvider(EngineProvider):
         for (nq, slots, regions), batch in groups.items():
             sim = BoardSimulation(board_params(num_queues=nq, slots=slots, num_regions=regions, **params),
                                   console=console).start()
-            with SerialLink(sim.url, timeout_s=60.0) as link:
-                outcomes.update(play_scenarios(link, batch))
-            sim.wait()
+            try:
+                with SerialLink(sim.url, timeout_s=60.0) as link:
+                    outcomes.update(play_scenarios(link, batch))
+            finally:
+                sim.stop()
         return outcomes

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from ark_runtime.cli.arguments import bounded_float, bounded_int, clock_mhz, output_file, seconds
 from ark_runtime.cli.engine_options import add_param_options, params_from
+from driver.errors import ArkdmaError
 
 BOARD_DATA_WIDTH = 64  # board builds default to the 64-bit engine (the ECP5 target)
 
@@ -66,6 +67,9 @@ def register(sub) -> None:
                        help="serial device of the board, e.g. /dev/ttyUSB1, or tcp://HOST:PORT (arkdma sim board)")
         s.add_argument("--baud", type=int, default=115200, help="the build's baud rate (default 115200)")
         s.add_argument("--timeout", type=link_timeout, default=1.0, metavar="S", help="wait per access (default 1)")
+        if name == "probe":
+            s.add_argument("--dma", action="store_true",
+                           help="then run a loopback DMA through the engine (board RAM to board RAM) and check it")
         if name == "peek":
             s.add_argument("addr", nargs="+", type=bus_address, help="addresses (0x.. for hex)")
         if name == "poke":
@@ -117,8 +121,17 @@ def run_link(args: argparse.Namespace) -> int:
 
     with SerialLink(args.port, args.baud, args.timeout) as link:
         if args.fpga_command == "probe":
-            for key, value in probe(link).items():
+            found = probe(link)
+            for key, value in found.items():
                 print(f"{key:>16} {value:#010x}" if isinstance(value, int) else f"{key:>16} {value}")
+            if args.dma:
+                if found["core"] != "engine":
+                    raise ArkdmaError("--dma needs the engine core; this board runs the scratch core")
+                from fpga.link.board import loopback
+
+                result = loopback(link)
+                print(f"loopback DMA: {result['bytes']} bytes copied and checked in {result['dma_seconds']} s "
+                      f"(completion count {result['completed']})")
         elif args.fpga_command == "peek":
             for addr in args.addr:
                 print(f"{addr:#010x} {link.read32(addr):#010x}")
