@@ -193,7 +193,8 @@ class Model:
         if len(b.shape) != 2:
             raise ModelError(f"matmul: the right operand must be 2-D [K, N], not {b.shape}")
         if a.shape[-1] != b.shape[0]:
-            raise ModelError(f"matmul: inner dimensions differ: {a.shape} @ {b.shape} (K {a.shape[-1]} vs {b.shape[0]})")
+            raise ModelError(f"matmul: inner dimensions differ: {a.shape} @ {b.shape} "
+                             f"(K {a.shape[-1]} vs {b.shape[0]})")
         return self._op("matmul", "matmul", (a, b), a.shape[:-1] + (b.shape[1],), a.dtype)
 
     def attention(self, q: Tensor, k: Tensor, v: Tensor, heads: int, causal: bool = True) -> Tensor:
@@ -204,7 +205,8 @@ class Model:
         self._same_dtype("attention", q, k)
         self._same_dtype("attention", q, v)
         if len(q.shape) < 2 or q.shape != k.shape or q.shape != v.shape:
-            raise ModelError(f"attention: q, k, v must share one [..., S, E] shape, not {q.shape}, {k.shape}, {v.shape}")
+            raise ModelError(f"attention: q, k, v must share one [..., S, E] shape, not {q.shape}, {k.shape}, "
+                             f"{v.shape}")
         if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1 or q.shape[-1] % heads:
             raise ModelError(f"attention: heads={heads!r} must be a positive int dividing E={q.shape[-1]}")
         return self._op("attention", "attention", (q, k, v), q.shape, q.dtype, heads=heads, causal=bool(causal))

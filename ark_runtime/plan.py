@@ -47,7 +47,8 @@ class Plan:
     tiles: list[dict]  # Tile.as_json()
     deps: list[list[int]]  # per tile, the tiles it reads from (same iteration)
     counters: list[dict]
-    streams: list[list[dict]]  # per SM: {"op": "run", "tile"} | {"op": "signal", "counter"} | {"op": "wait", "counter", "delta"}
+    # per SM: {"op": "run", "tile"} | {"op": "signal", "counter"} | {"op": "wait", "counter", "delta"}
+    streams: list[list[dict]]
     estimate: dict = field(default_factory=dict)  # per tile SM/start/finish (ns) and the makespan, from the cost model
 
     def as_json(self) -> dict:
@@ -79,7 +80,8 @@ class Plan:
                 "makespan_us": round(self.estimate.get("makespan_ns", 0.0) / 1e3, 3)}
 
 
-def _streams(tiles: list[Tile], deps: list[tuple[int, ...]], placement: Placement) -> tuple[list[Counter], list[list[dict]]]:
+def _streams(tiles: list[Tile], deps: list[tuple[int, ...]],
+             placement: Placement) -> tuple[list[Counter], list[list[dict]]]:
     sm = placement.sm
     n_sms = max(sm, default=0) + 1
     op_tiles: dict[int, list[int]] = {}

@@ -1,8 +1,9 @@
 """The plan's invariants, checked without a GPU.
 
 Static: every tile runs exactly once per iteration; every tile counter is signalled by its tile alone, once,
-after it ran, and an op group holds the counter of every tile of its op; every dependency is ordered, on one SM by the stream and across SMs by a wait that covers
-it (read-after-write in the same iteration, write-after-read against the previous one).
+after it ran, and an op group holds the counter of every tile of its op; every dependency is ordered, on
+one SM by the stream and across SMs by a wait that covers it (read-after-write in the same iteration,
+write-after-read against the previous one).
 
 Dynamic: every SM's stream is run for a few iterations with one resident CTA per SM, in interleavings drawn
 at random; a point where no SM can move while some still have work is a deadlock (the stuck waits are named),

@@ -112,7 +112,8 @@ def evaluate(model: Model, inputs: dict[str, np.ndarray]) -> dict[int, np.ndarra
     return values
 
 
-def run_plan(plan, model: Model, inputs: dict[str, np.ndarray], seed: int = 0, iterations: int = 2) -> dict[int, np.ndarray]:
+def run_plan(plan, model: Model, inputs: dict[str, np.ndarray], seed: int = 0,
+             iterations: int = 2) -> dict[int, np.ndarray]:
     """Every tensor, computed tile by tile in an order the plan's streams allow (see the module's docstring)."""
     values = _check_inputs(model, inputs)
     for op in model.ops:

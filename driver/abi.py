@@ -166,7 +166,8 @@ DEVICE_CODE_DOCS = {
     DeviceCode.TIMEOUT: "a wait ran past the handle's budget",
     DeviceCode.QUEUE_ERROR: "the completion word carries the error bit: the queue halted",
     DeviceCode.ABORTED: "the host wrote the status record's abort word",
-    DeviceCode.BAD_ARGUMENT: "a null handle, or post_stream sizes out of range (batch 0 or over 64, in flight below batch)",
+    DeviceCode.BAD_ARGUMENT: "a null handle, or post_stream sizes out of range (batch 0 or over 64, "
+                             "in flight below batch)",
 }
 
 

@@ -90,7 +90,8 @@ class BoardSimulation:
 
         def simulate() -> None:
             try:
-                run(model, "sim.board_session", run_dir, env={PORT_ENV: str(self.port), ONCE_ENV: str(int(self.once))})
+                run(model, "sim.board_session", run_dir,
+                    env={PORT_ENV: str(self.port), ONCE_ENV: str(int(self.once))})
             except BaseException as exc:  # reported by wait() and by a connect that finds nobody
                 self._error = exc
 

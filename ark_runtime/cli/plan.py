@@ -20,7 +20,8 @@ def register(sub) -> None:
                     "invariants: every tile once, every dependency ordered (also against the previous iteration), "
                     f"no deadlock with every CTA resident. Named models: {', '.join(NAMED)}.")
     p.add_argument("model", metavar="MODEL", help="a named model (see above)")
-    p.add_argument("--sms", type=bounded_int(1, 1024, "SM count"), default=132, help="SMs to plan for (default 132, an H100)")
+    p.add_argument("--sms", type=bounded_int(1, 1024, "SM count"), default=132,
+                   help="SMs to plan for (default 132, an H100)")
     p.add_argument("--json", type=output_file, default=None, metavar="FILE", help="write the plan as JSON")
     p.add_argument("--png", type=output_file, default=None, metavar="FILE", help="draw the plan's timeline")
     p.set_defaults(func=run_plan)
