@@ -7,7 +7,7 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In
 
 from driver.abi import Resp
-from fpga.cores.uart_bridge import RegisterBusSignature
+from rtl.register_bus import RegisterBusSignature
 from rtl.axi import axi_signature
 
 
@@ -100,7 +100,7 @@ class AxiRam(wiring.Component):
         side_inside = inside(side.addr) & (side.addr[:2] == 0)
         with m.If(side_write):
             m.d.comb += [wp.addr.eq(side.addr >> lane_bits), wp.data.eq(Cat(*([side.wdata] * (dbytes // 4)))),
-                         wp.en.eq(Mux(side_inside, Const(0xF, dbytes) << (side_lane * 4), 0))]
+                         wp.en.eq(Mux(side_inside, side.strb << (side_lane * 4), 0))]
         with m.Else():
             m.d.comb += [wp.addr.eq(w_addr >> lane_bits), wp.data.eq(a.wdata),
                          wp.en.eq(Mux(w_beat & inside(w_addr), a.wstrb, 0))]

@@ -19,10 +19,9 @@ from amaranth.lib.wiring import Flow, In, Out
 
 from driver.abi import WINDOW_BASE, Resp
 from fpga.cores.axi_ram import AxiRam
-
-from fpga.cores.bus_to_axi import BusToAxi
 from fpga.cores.evn_top import STATUS_LEDS
 from fpga.cores.uart_bridge import UARTBridge
+from rtl.register_bus import BusToAxi, RegisterBusSignature
 
 RAM_BASE = 0x8000_0000
 DEFAULT_RAM_BYTES = 64 * 1024
@@ -59,11 +58,13 @@ def _width(port, member: str) -> int:
     return len(getattr(port, member))
 
 
-class EngineCore(wiring.Component):
-    def __init__(self, params, clock_mhz: float, baud: int = 115200, ram_bytes: int = DEFAULT_RAM_BYTES):
+class EngineOnBus(wiring.Component):
+    """The engine with its host memory on on-chip RAM, reached through one register bus by the address map
+    above: what a bring-up bridge (UART) or a PCIe completer puts in front of it."""
+
+    def __init__(self, params, ram_bytes: int = DEFAULT_RAM_BYTES):
         self.params, self.ram_bytes = params, ram_bytes
-        self.divisor = round(clock_mhz * 1e6 / baud)
-        super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "status": Out(STATUS_LEDS)})
+        super().__init__({"bus": In(RegisterBusSignature()), "status": Out(STATUS_LEDS)})
 
     def elaborate(self, platform):
         from rtl.engine import Engine
@@ -73,9 +74,6 @@ class EngineCore(wiring.Component):
         m.submodules.engine = engine = Engine(p)
         ports = find_ports(engine)
         bar, window, memory = (getattr(engine, ports[k]) for k in ("bar", "window", "memory"))
-
-        m.submodules.bridge = bridge = UARTBridge(self.divisor, frame_timeout=100 * self.divisor)
-        m.d.comb += [bridge.rx.eq(self.rx), self.tx.eq(bridge.tx)]
         m.submodules.to_bar = to_bar = BusToAxi(_width(bar, "awaddr"), _width(bar, "wdata"), None,
                                                 BUS_TIMEOUT_CYCLES)
         m.submodules.to_window = to_window = BusToAxi(_width(window, "awaddr"), _width(window, "wdata"),
@@ -86,8 +84,8 @@ class EngineCore(wiring.Component):
         wiring.connect(m, to_window.axi, window)
         wiring.connect(m, memory, ram.axi)
 
-        # decode the bridge's accesses onto the three targets; an address nothing backs answers DECERR
-        bus = bridge.bus
+        # decode the bus's accesses onto the three targets; an address nothing backs answers DECERR
+        bus = self.bus
         targets = {
             "bar": (to_bar.bus, bus.addr < WINDOW_BASE, bus.addr),
             "window": (to_window.bus, (bus.addr >= WINDOW_BASE) & (bus.addr < p.bar_bytes), bus.addr),
@@ -96,8 +94,8 @@ class EngineCore(wiring.Component):
         nowhere = Signal()
         m.d.comb += nowhere.eq(~(bus.addr < p.bar_bytes) & ~(bus.addr >= RAM_BASE))
         for target, selected, addr in targets.values():
-            m.d.comb += [target.addr.eq(addr), target.wdata.eq(bus.wdata), target.write.eq(bus.write),
-                         target.valid.eq(bus.valid & selected)]
+            m.d.comb += [target.addr.eq(addr), target.wdata.eq(bus.wdata), target.strb.eq(bus.strb),
+                         target.write.eq(bus.write), target.valid.eq(bus.valid & selected)]
             with m.If(selected):
                 m.d.comb += [bus.ready.eq(target.ready), bus.rdata.eq(target.rdata), bus.resp.eq(target.resp)]
         nowhere_ready = Signal()
@@ -114,4 +112,21 @@ class EngineCore(wiring.Component):
         with m.If((memory.bvalid & (memory.bresp != Resp.OKAY)) | (memory.rvalid & (memory.rresp != Resp.OKAY))):
             m.d.sync += leds[STATUS_LEDS - 1].eq(1)
         m.d.comb += self.status.eq(leds)
+        return m
+
+
+class EngineCore(wiring.Component):
+    """The board core: the UART bridge in front of EngineOnBus."""
+
+    def __init__(self, params, clock_mhz: float, baud: int = 115200, ram_bytes: int = DEFAULT_RAM_BYTES):
+        self.params, self.ram_bytes = params, ram_bytes
+        self.divisor = round(clock_mhz * 1e6 / baud)
+        super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "status": Out(STATUS_LEDS)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.bridge = bridge = UARTBridge(self.divisor, frame_timeout=100 * self.divisor)
+        m.submodules.engine_on_bus = core = EngineOnBus(self.params, self.ram_bytes)
+        m.d.comb += [bridge.rx.eq(self.rx), self.tx.eq(bridge.tx), self.status.eq(core.status)]
+        wiring.connect(m, bridge.bus, core.bus)
         return m

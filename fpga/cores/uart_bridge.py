@@ -18,18 +18,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from fpga.link.bridge_protocol import OP_READ, OP_WRITE, REPLY_UNKNOWN
+from rtl.register_bus import RegisterBusSignature
 from fpga.cores.uart import UARTRx, UARTTx
-
-
-class RegisterBusSignature(wiring.Signature):
-    """One 32-bit access at a time: the initiator holds `valid` (and the request) until `ready`,
-    which comes with `rdata` and `resp` for that one cycle."""
-
-    def __init__(self):
-        super().__init__({
-            "addr": Out(32), "wdata": Out(32), "write": Out(1), "valid": Out(1),
-            "ready": In(1), "rdata": In(32), "resp": In(2),
-        })
 
 
 class UARTBridge(wiring.Component):
@@ -55,6 +45,7 @@ class UARTBridge(wiring.Component):
         m.d.comb += [
             self.bus.addr.eq(request[:32]),
             self.bus.wdata.eq(request[32:]),
+            self.bus.strb.eq(0xF),
             utx.data.payload.eq(reply[:8]),
         ]
 

@@ -10,7 +10,7 @@ from amaranth.sim import Simulator
 
 from driver.abi import Resp
 from fpga.cores.axi_ram import AxiRam
-from fpga.cores.bus_to_axi import BusToAxi
+from rtl.register_bus import BusToAxi
 
 
 DW = 64

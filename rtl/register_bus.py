@@ -1,4 +1,5 @@
-"""BusToAxi: one 32-bit register-bus access at a time, as a single-beat AXI4 or AXI4-Lite transaction."""
+"""The register bus (one 32-bit access at a time) and BusToAxi, which turns its accesses into single-beat
+AXI4 or AXI4-Lite transactions: how a bring-up bridge or a PCIe completer reaches the engine's ports."""
 
 from __future__ import annotations
 
@@ -7,12 +8,22 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from driver.abi import Resp
-from fpga.cores.uart_bridge import RegisterBusSignature
 from rtl.axi import Burst, axi_lite_signature, axi_signature
 
 
+class RegisterBusSignature(wiring.Signature):
+    """One 32-bit access at a time: the initiator holds `valid` (and the request) until `ready`,
+    which comes with `rdata` and `resp` for that one cycle. `strb`: the bytes of `wdata` a write sets."""
+
+    def __init__(self):
+        super().__init__({
+            "addr": Out(32), "wdata": Out(32), "strb": Out(4, init=0xF), "write": Out(1), "valid": Out(1),
+            "ready": In(1), "rdata": In(32), "resp": In(2),
+        })
+
+
 class BusToAxi(wiring.Component):
-    """Writes put the word in its lane of a `data_width` beat with a 4-byte strobe (AxSIZE 2); reads take
+    """Writes put the word in its lane of a `data_width` beat with its strobe there (AxSIZE 2); reads take
     the word from its lane. With `id_width` None the port is AXI4-Lite, else AXI4 (ID 0, one beat).
 
     A slave that leaves a transaction unanswered for `timeout` cycles gets it withdrawn and the bus
@@ -40,7 +51,7 @@ class BusToAxi(wiring.Component):
         m.d.comb += [
             a.awaddr.eq(bus.addr), a.araddr.eq(bus.addr),
             a.wdata.eq(Cat(*([bus.wdata] * lanes))),
-            a.wstrb.eq(Const(0xF, self.data_width // 8) << (lane * 4)),
+            a.wstrb.eq(bus.strb << (lane * 4)),
         ]
         if self.id_width is not None:
             m.d.comb += [a.awsize.eq(2), a.arsize.eq(2), a.awburst.eq(Burst.INCR), a.arburst.eq(Burst.INCR),
