@@ -1,8 +1,9 @@
 """The cocotb module of the card through the PCIe model (sim/card.py): a root complex enumerates the
-UltraScale+ endpoint, then the host drives the engine through BAR0 as a driver would: identity, register
-programs, RAM on the card filled and read back, a descriptor written into a window and its doorbell rung,
-the copy checked with its guards and completion word; partial-DWORD writes and an unsupported read too.
-The result (what was checked, with the figures) goes to ARKDMA_SIM_RESULT as JSON."""
+UltraScale+ endpoint, then the host drives the engine through BAR0 as a driver would: identity and register
+programs, descriptors written into a window and the doorbell rung, and the engine copies host memory to
+host memory across the link (its reads as tagged requests answered by completions, its writes posted),
+checked with guard bytes and the completion word; a read of unbacked host memory ends in BUS_ERROR; an
+unsupported BAR read is refused. The result goes to ARKDMA_SIM_RESULT as JSON."""
 
 from __future__ import annotations
 
@@ -16,11 +17,10 @@ from cocotbext.pcie.core import RootComplex
 from cocotbext.pcie.xilinx.us import UltraScalePlusPcieDevice
 
 from driver import register_program as rp
-from driver.abi import QUEUE, WINDOW_BASE, Flag, Perm, window_stride
+from driver.abi import QUEUE, Flag, Perm
 from driver.descriptor import Descriptor
-from sim.card import bar0_half
+from sim.card import bar0_bytes
 
-READ_CHUNK = 32  # bytes per read: the completer answers reads of up to 8 DWORDs
 TIMEOUT = dict(timeout=200, timeout_unit="us")  # a completion that never comes fails the test, not the run
 
 
@@ -31,7 +31,8 @@ class Card:
             pcie_generation=3, pcie_link_width=8, user_clk_frequency=250e6, alignment="dword",
             cq_straddle=False, cc_straddle=False, rq_straddle=False, rc_straddle=False,
             enable_extended_tag=True, user_clk=dut.clk, user_reset=dut.rst,
-            cq_bus=AxiStreamBus.from_prefix(dut, "cq_"), cc_bus=AxiStreamBus.from_prefix(dut, "cc_"))
+            cq_bus=AxiStreamBus.from_prefix(dut, "cq_"), cc_bus=AxiStreamBus.from_prefix(dut, "cc_"),
+            rq_bus=AxiStreamBus.from_prefix(dut, "rq_"), rc_bus=AxiStreamBus.from_prefix(dut, "rc_"))
         self.dev.log.setLevel("WARNING")
         self.rc.log.setLevel("WARNING")
         self.rc.make_port().connect(self.dev)
@@ -39,22 +40,15 @@ class Card:
     async def open(self, bar_bytes: int) -> None:
         self.dev.functions[0].configure_bar(0, bar_bytes, ext=True)
         await self.rc.enumerate()
-        self.bar = self.rc.find_device(self.dev.functions[0].pcie_id).bar_window[0]
+        function = self.rc.find_device(self.dev.functions[0].pcie_id)
+        await function.set_master()
+        self.bar = function.bar_window[0]
 
     async def read32(self, addr: int) -> int:
         return await self.bar.read_dword(addr, **TIMEOUT)
 
     async def write32(self, addr: int, value: int) -> None:
         await self.bar.write_dword(addr, value)
-
-    async def read(self, addr: int, n: int) -> bytes:
-        out = bytearray()
-        at, end = addr, addr + n
-        while at < end:  # pieces within one aligned 32-byte block: at most 8 DWORDs each
-            upto = min((at // READ_CHUNK + 1) * READ_CHUNK, end)
-            out += await self.bar.read(at, upto - at, **TIMEOUT)
-            at = upto
-        return bytes(out)
 
     async def run(self, steps, budget_ns: int = 1_000_000) -> None:
         for step in steps:
@@ -73,10 +67,9 @@ async def card_first_light(dut):
     from sim.board import board_params
 
     params = board_params(num_queues=2, slots=16, num_regions=8)
-    half = bar0_half(params)
     card = Card(dut)
-    await card.open(2 * half)
-    result = {"bar0_bytes": 2 * half}
+    await card.open(bar0_bytes(params))
+    result = {"bar0_bytes": bar0_bytes(params)}
 
     geometry = rp.decode_identity([await card.read32(a) for a in rp.identity_addresses()])
     assert (geometry.num_queues, geometry.slots, geometry.num_regions) == (2, 16, 8), geometry
@@ -85,44 +78,61 @@ async def card_first_light(dut):
     await card.run(rp.start_engine())
     await card.run(rp.reset_engine())
 
-    # card RAM through BAR0's upper half: multi-DWORD writes, byte writes, reads back
-    n = 1021
-    pattern = bytes((i * 29 + 7) & 0xFF for i in range(n))
-    src, dst, words = 0x0000, 0x2000, 0x4000  # bus addresses in card RAM
-    await card.bar.write(half + src, b"\x00" * 3 + pattern + b"\x00" * 4)
-    await card.bar.write(half + dst, b"\xA5" * (n + 16))
-    await card.bar.write(half + words, bytes(64))
-    await card.bar.write_byte(half + dst + n + 15, 0x5A)  # one byte: its DWORD's others kept
-    back = await card.read(half + src + 3, n)
-    if back != pattern:
-        i = next(k for k in range(n) if back[k] != pattern[k])
-        raise AssertionError(f"card RAM does not read back what BAR0 wrote: byte {i}: {back[max(0, i - 8):i + 8].hex()} "
-                             f"where {pattern[max(0, i - 8):i + 8].hex()}")
-    tail = await card.read(half + dst + n + 12, 4)
-    assert tail == b"\xA5\xA5\xA5\x5A", f"a one-byte write touched its neighbours: {tail.hex()}"
-
-    # regions, a queue, a descriptor into the window, the doorbell: one copy across the engine
-    await card.run(rp.set_region(0, src, n + 3, int(Perm.READ)))
-    await card.run(rp.set_region(1, dst, n + 16, int(Perm.WRITE)))
-    await card.run(rp.set_region(2, words, 64, int(Perm.WRITE)))
+    # host memory in the root complex: source, guarded destination, completion words
+    host = card.rc.mem_pool.alloc_region(1 << 20)
+    base = host.get_absolute_address(0)
+    sizes = [1021, 4096 + 77, 64, 8, 3000]
+    src_off, dst_off, words_off = 0x1000, 0x40000, 0x80000
+    rng_bytes = bytes((i * 29 + 7) & 0xFF for i in range(sum(sizes) + 64))
+    await host.write(src_off, rng_bytes)
+    await host.write(dst_off, b"\xA5" * 0x20000)
+    await host.write(words_off, bytes(64))
+    await card.run(rp.set_region(0, base + src_off, len(rng_bytes), int(Perm.READ)))
+    await card.run(rp.set_region(1, base + dst_off, 0x20000, int(Perm.WRITE)))
+    await card.run(rp.set_region(2, base + words_off, 64, int(Perm.WRITE)))
+    await card.run(rp.set_region(3, 0xF000_0000, 4096, int(Perm.READ)))  # no memory there: a bus error
     await card.run(rp.configure_queue(0, 2, 0, 0))
     await card.run(rp.enable_queue(0))
-    desc = Descriptor(0, 3, 1, 5, n, flags=Flag.NOTIFY, cookie=7).pack()
-    await card.bar.write(WINDOW_BASE, desc)  # slot 0 of queue 0: one 8-DWORD TLP
-    await card.run(rp.ring(0, 1))
-    await card.run([rp.Poll(QUEUE.address("COMPLETED_LO", 0), 0xFFFFFFFF, 1, "descriptor 0 to complete")])
-    got = await card.read(half + dst, n + 16)
-    want = b"\xA5" * 5 + pattern + b"\xA5" * 10 + b"\x5A"
-    assert got == want, f"the copy differs: first at byte {next(i for i in range(len(want)) if got[i] != want[i])}"
-    word = int.from_bytes(await card.read(half + words, 8), "little")
-    assert word == 1, f"completion word {word:#x}, not 1"
-    state = rp.decode_queue_state([await card.read32(a) for a in rp.queue_state_addresses(0)])
-    assert not state.halted, state
-    result["copy"] = {"bytes": n, "completion_word": word, "window_stride": window_stride(params.slots)}
 
-    # a read longer than the completer serves is answered Unsupported Request, not a hang
+    # descriptors with sources and destinations off the 8-byte word, lengths across 4 KiB and MPS
+    descs, want, s_at, d_at = [], {}, 3, 5
+    for k, n in enumerate(sizes):
+        descs.append(Descriptor(0, s_at, 1, d_at, n, flags=Flag.NOTIFY if k == len(sizes) - 1 else 0, cookie=k))
+        want[d_at] = rng_bytes[s_at:s_at + n]
+        s_at += n + 1
+        d_at += n + 13
+    raw = b"".join(d.pack() for d in descs)
+    for offset, data in rp.window_writes(0, 0, raw, params.slots):
+        await card.bar.write(offset, data)
+    await card.run(rp.ring(0, len(descs)))
+    await card.run([rp.Poll(QUEUE.address("COMPLETED_LO", 0), 0xFFFFFFFF, len(descs), "the copies to complete")],
+                   budget_ns=5_000_000)
+    got = await host.read(dst_off, d_at + 16)
+    for at, data in want.items():
+        assert got[at:at + len(data)] == data, f"destination at {at}: the copy differs"
+    covered = set()
+    for at, data in want.items():
+        covered.update(range(at, at + len(data)))
+    stray = [i for i in range(d_at + 16) if i not in covered and got[i] != 0xA5]
+    assert not stray, f"bytes outside every destination were written, first at {stray[0]}"
+    word = int.from_bytes(await host.read(words_off, 8), "little")
+    assert word == len(descs), f"completion word {word:#x}, not {len(descs)}"
+    result["copies"] = {"descriptors": len(descs), "bytes": sum(sizes), "completion_word": word}
+
+    # a read from where the host has no memory: the completion is unsuccessful, the queue halts in BUS_ERROR
+    bad = Descriptor(3, 0, 1, 0x10000, 256, flags=Flag.NOTIFY, cookie=99).pack()
+    for offset, data in rp.window_writes(0, len(descs), bad, params.slots):
+        await card.bar.write(offset, data)
+    await card.run(rp.ring(0, len(descs) + 1))
+    await card.run([rp.Poll(QUEUE.address("STATUS", 0), 0x4, 0x4, "the queue to halt")], budget_ns=5_000_000)
+    state = rp.decode_queue_state([await card.read32(a) for a in rp.queue_state_addresses(0)])
+    assert state.halted and state.error.name == "BUS_ERROR" and state.error_cookie == 99, state
+    assert (await host.read(dst_off + 0x10000, 256)) == b"\xA5" * 256, "the failed copy wrote its destination"
+    result["unbacked_read"] = state.error.name
+
+    # a BAR read longer than the completer serves is answered Unsupported Request, not a hang
     try:
-        await card.bar.read(half + src, 64, **TIMEOUT)
+        await card.bar.read(0, 64, **TIMEOUT)
         result["long_read"] = "served"
     except Exception as exc:  # the root complex raises on an unsuccessful completion
         result["long_read"] = f"refused: {exc}"

@@ -13,7 +13,7 @@ not by name, so the core follows the engine as it grows.
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Const, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Flow, In, Out
 
@@ -21,6 +21,7 @@ from driver.abi import WINDOW_BASE, Resp
 from fpga.cores.axi_ram import AxiRam
 from fpga.cores.evn_top import STATUS_LEDS
 from fpga.cores.uart_bridge import UARTBridge
+from rtl.axi import axi_signature
 from rtl.register_bus import BusToAxi, RegisterBusSignature
 
 RAM_BASE = 0x8000_0000
@@ -59,12 +60,18 @@ def _width(port, member: str) -> int:
 
 
 class EngineOnBus(wiring.Component):
-    """The engine with its host memory on on-chip RAM, reached through one register bus by the address map
-    above: what a bring-up bridge (UART) or a PCIe completer puts in front of it."""
+    """The engine reached through one register bus by the address map above: what a bring-up bridge (UART)
+    or a PCIe completer puts in front of it. Its host memory is on-chip RAM, or with `ram_bytes` None its
+    AXI4 master port `mem` (a PCIe requester behind it)."""
 
-    def __init__(self, params, ram_bytes: int = DEFAULT_RAM_BYTES):
+    def __init__(self, params, ram_bytes: int | None = DEFAULT_RAM_BYTES):
+        from rtl.params import ADDR_WIDTH
+
         self.params, self.ram_bytes = params, ram_bytes
-        super().__init__({"bus": In(RegisterBusSignature()), "status": Out(STATUS_LEDS)})
+        members = {"bus": In(RegisterBusSignature()), "status": Out(STATUS_LEDS)}
+        if ram_bytes is None:
+            members["mem"] = Out(axi_signature(ADDR_WIDTH, params.data_width, params.read_id_width))
+        super().__init__(members)
 
     def elaborate(self, platform):
         from rtl.engine import Engine
@@ -78,21 +85,25 @@ class EngineOnBus(wiring.Component):
                                                 BUS_TIMEOUT_CYCLES)
         m.submodules.to_window = to_window = BusToAxi(_width(window, "awaddr"), _width(window, "wdata"),
                                                       _width(window, "awid"), BUS_TIMEOUT_CYCLES)
-        m.submodules.ram = ram = AxiRam(self.ram_bytes, _width(memory, "wdata"), _width(memory, "awaddr"),
-                                        _width(memory, "awid"))
         wiring.connect(m, to_bar.axi, bar)
         wiring.connect(m, to_window.axi, window)
-        wiring.connect(m, memory, ram.axi)
 
-        # decode the bus's accesses onto the three targets; an address nothing backs answers DECERR
+        # decode the bus's accesses onto the targets; an address nothing backs answers DECERR
         bus = self.bus
         targets = {
             "bar": (to_bar.bus, bus.addr < WINDOW_BASE, bus.addr),
             "window": (to_window.bus, (bus.addr >= WINDOW_BASE) & (bus.addr < p.bar_bytes), bus.addr),
-            "ram": (ram.side, bus.addr >= RAM_BASE, bus.addr - RAM_BASE),
         }
+        if self.ram_bytes is None:
+            wiring.connect(m, memory, wiring.flipped(self.mem))
+        else:
+            m.submodules.ram = ram = AxiRam(self.ram_bytes, _width(memory, "wdata"), _width(memory, "awaddr"),
+                                            _width(memory, "awid"))
+            wiring.connect(m, memory, ram.axi)
+            targets["ram"] = (ram.side, bus.addr >= RAM_BASE, bus.addr - RAM_BASE)
         nowhere = Signal()
-        m.d.comb += nowhere.eq(~(bus.addr < p.bar_bytes) & ~(bus.addr >= RAM_BASE))
+        in_ram = bus.addr >= RAM_BASE if self.ram_bytes is not None else Const(0)
+        m.d.comb += nowhere.eq(~(bus.addr < p.bar_bytes) & ~in_ram)
         for target, selected, addr in targets.values():
             m.d.comb += [target.addr.eq(addr), target.wdata.eq(bus.wdata), target.strb.eq(bus.strb),
                          target.write.eq(bus.write), target.valid.eq(bus.valid & selected)]

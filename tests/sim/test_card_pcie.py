@@ -1,5 +1,6 @@
 """The card through the PCIe model (sim/card.py, sim/card_session.py): enumeration, BAR0 identity and
-register programs, card RAM, one copy through the engine, partial-DWORD writes, an unsupported read."""
+register programs, copies of host memory across the link (reads as tagged requests and completions, writes
+posted), a bus error from unbacked host memory, an unsupported BAR read refused."""
 
 from __future__ import annotations
 
@@ -26,5 +27,6 @@ def test_card_first_light_through_the_pcie_model(tmp_path):
     run(model, "sim.card_session", tmp_path / "run", env={"ARKDMA_SIM_RESULT": str(out)})
     result = json.loads(out.read_text())
     assert result["identity"] == {"num_queues": 2, "slots": 16, "num_regions": 8}
-    assert result["copy"]["bytes"] == 1021 and result["copy"]["completion_word"] == 1
+    assert result["copies"] == {"descriptors": 5, "bytes": 8266, "completion_word": 5}
+    assert result["unbacked_read"] == "BUS_ERROR"
     assert result["long_read"].startswith("refused")
