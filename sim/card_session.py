@@ -16,10 +16,16 @@ from cocotbext.axi import AxiStreamBus
 from cocotbext.pcie.core import RootComplex
 from cocotbext.pcie.xilinx.us import UltraScalePlusPcieDevice
 
+from cocotb.utils import get_sim_time
+from cocotbext.axi.address_space import MemoryRegion
+
 from driver import register_program as rp
 from driver.abi import QUEUE, Flag, Perm
 from driver.descriptor import Descriptor
+from driver.memory import BusMemory
 from sim.card import bar0_bytes
+
+PERIOD_NS = 4.0  # the block's 250 MHz user clock
 
 TIMEOUT = dict(timeout=200, timeout_unit="us")  # a completion that never comes fails the test, not the run
 
@@ -33,8 +39,9 @@ class Card:
             enable_extended_tag=True, user_clk=dut.clk, user_reset=dut.rst,
             cq_bus=AxiStreamBus.from_prefix(dut, "cq_"), cc_bus=AxiStreamBus.from_prefix(dut, "cc_"),
             rq_bus=AxiStreamBus.from_prefix(dut, "rq_"), rc_bus=AxiStreamBus.from_prefix(dut, "rc_"))
-        self.dev.log.setLevel("WARNING")
-        self.rc.log.setLevel("WARNING")
+        for log in (self.dev.log, self.rc.log, *(getattr(self.dev, side).log
+                                                   for side in ("cq_source", "cc_sink", "rq_sink", "rc_source"))):
+            log.setLevel("WARNING")
         self.rc.make_port().connect(self.dev)
 
     async def open(self, bar_bytes: int) -> None:
@@ -60,6 +67,67 @@ class Card:
                     await Timer(100, "ns")
                     waited += 100
                     assert waited < budget_ns, f"waited {budget_ns} ns for {step.what}"
+
+
+class RootComplexMemory(BusMemory):
+    """Host memory for the conformance scenarios: the bus-address model the RTL testbench uses, each buffer
+    also a region of the root complex, so the card's requests reach it and requests anywhere else are
+    answered Unsupported Request."""
+
+    def __init__(self, rc: RootComplex):
+        super().__init__()
+        self.space = rc.mem_address_space
+        self.ours: list = []
+
+    def alloc(self, size: int, align: int = 4096) -> int:
+        addr = super().alloc(size, align)
+        span = self._spans[self._starts.index(addr)]
+        region = MemoryRegion(size, mem=span.data)
+        self.space.register_region(region, addr)
+        self.ours.append(region)
+        return addr
+
+    def clear(self) -> None:
+        """Forget every buffer (between scenarios), in the model and in the root complex."""
+        self.space.regions = [r for r in self.space.regions if r[3] not in self.ours]
+        self.ours.clear()
+        self._spans.clear()
+        self._starts.clear()
+        self._next = self.BASE
+
+
+class CardTB:
+    """What sim/driver_model.SimDriver drives, on the card: registers and windows through BAR0, host memory
+    in the root complex, the simulated clock."""
+
+    period_ns = PERIOD_NS
+
+    def __init__(self, card: Card):
+        self.csr = self.win = card.bar
+        self.memory = RootComplexMemory(card.rc)
+
+    async def cycles(self, n: int) -> None:
+        await Timer(n * PERIOD_NS, "ns")
+
+    def now_cycles(self) -> int:
+        return int(get_sim_time("ns") / PERIOD_NS)
+
+
+@cocotb.test()
+async def scenarios(dut):
+    """The conformance scenarios of ARKDMA_SIM_JOB (a ScenariosJob) on the card; outcomes to ARKDMA_SIM_RESULT."""
+    from sim import stress_jobs
+    from sim.driver_model import SimDriver
+    from sim.job_types import job_from_json
+
+    job = job_from_json(json.loads(open(os.environ["ARKDMA_SIM_JOB"]).read()))
+    card = Card(dut)
+    await card.open(int(os.environ["ARKDMA_CARD_BAR0"]))
+    driver = SimDriver(CardTB(card))
+    await driver.open()
+    result = await stress_jobs.play_scenarios(driver, job)
+    with open(os.environ["ARKDMA_SIM_RESULT"], "w") as f:
+        json.dump(result, f)
 
 
 @cocotb.test()

@@ -18,10 +18,11 @@ from tests.conformance.scenarios import all_scenarios
 
 SCENARIOS = all_scenarios()
 BY_NAME = {s.name: s for s in SCENARIOS}
-ENGINE_MARKS = {"software-cuda": [pytest.mark.gpu], "rtl": [pytest.mark.sim], "card-uart-sim": [pytest.mark.sim]}
+ENGINE_MARKS = {"software-cuda": [pytest.mark.gpu], "rtl": [pytest.mark.sim], "card-uart-sim": [pytest.mark.sim],
+                "card-sim": [pytest.mark.sim]}
 # A board behind its UART bridge moves buffers at kilobytes a second (the simulated one at about 700 bytes a
-# second): by default it plays a cheap cross-section (enable checks, error log, bus errors and zero lengths, an unaligned copy, IMM by bus
-# address), the rest runs under `slow`.
+# second): by default it plays a cheap cross-section (enable checks, error log, bus errors and zero lengths,
+# an unaligned copy, IMM by bus address), the rest runs under `slow`.
 BOARD_CI = {"rule_completion_location_codes", "rule_error_log_overflow", "rule_zero_length_copies", "size_65",
             "regress_imm_unaligned_region_base"}
 NEEDS = {"bus_errors": Capability.BUS_ERRORS}
@@ -75,9 +76,17 @@ def reference_for(scenario: Scenario, out: Outcome) -> Outcome:
     return reference(scenario.with_advance(done))
 
 
+# The card through its PCIe model moves the engine's data a DWORD a cycle and each completion through the
+# root complex model in Python: CI plays every scenario up to this many buffer bytes (49 of them, about a
+# minute), the rest under `slow`.
+CARD_SIM_CI_BYTES = 70_000
+
+
 def _marks(engine: str, name: str) -> list:
     marks = list(ENGINE_MARKS.get(engine, []))
     if engine in ("card-uart", "card-uart-sim") and name not in BOARD_CI:
+        marks.append(pytest.mark.slow)
+    if engine == "card-sim" and sum(b.size for b in BY_NAME[name].buffers) > CARD_SIM_CI_BYTES:
         marks.append(pytest.mark.slow)
     return marks
 

@@ -81,6 +81,6 @@ def test_engines_are_found_from_a_checkout_that_was_not_installed():
     registered = engines._from_checkout()
     assert [n for n in registered if n in engines.PREFERENCE] == list(engines.PREFERENCE)
     # the board engines are registered but never chosen by default: they rank after the reference engine
-    assert [n for n in registered if n not in engines.PREFERENCE] == ["card-uart", "card-uart-sim"]
-    assert engines.known()[len(engines.PREFERENCE):] == ["card-uart", "card-uart-sim"]
+    assert [n for n in registered if n not in engines.PREFERENCE] == ["card-uart", "card-uart-sim", "card-sim"]
+    assert engines.known()[len(engines.PREFERENCE):] == ["card-sim", "card-uart", "card-uart-sim"]
     assert all(ep.group == engines.ENTRY_POINT_GROUP and ":" in ep.value for ep in registered.values())
