@@ -51,10 +51,17 @@ class BridgeModel(threading.Thread):
 
 @pytest.fixture
 def pty_pair():
+    """A pty's master (for the bridge model) and its slave's path. On the way out the slave closes first,
+    so the model's read ends, and the model is joined before the master closes: a model left reading a
+    closed fd number could otherwise answer the next test's pty, which reuses it."""
     master, slave = os.openpty()
+    before = set(threading.enumerate())
     yield master, os.ttyname(slave)
-    os.close(master)
     os.close(slave)
+    for t in set(threading.enumerate()) - before:
+        if isinstance(t, BridgeModel):
+            t.join(timeout=5)
+    os.close(master)
 
 
 def test_words_round_trip_over_the_link(pty_pair):

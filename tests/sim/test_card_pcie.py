@@ -24,7 +24,7 @@ def test_card_first_light_through_the_pcie_model(tmp_path):
 
     model = build(board_params(num_queues=2, slots=16, num_regions=8), top=CARD)
     out = tmp_path / "result.json"
-    run(model, "sim.card_session", tmp_path / "run", env={"ARKDMA_SIM_RESULT": str(out)})
+    run(model, "sim.card_session", tmp_path / "run", env={"ARKDMA_SIM_RESULT": str(out)}, testcase="card_first_light")
     result = json.loads(out.read_text())
     assert result["identity"] == {"num_queues": 2, "slots": 16, "num_regions": 8}
     assert result["copies"] == {"descriptors": 5, "bytes": 8266, "completion_word": 5}
