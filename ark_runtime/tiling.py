@@ -163,8 +163,8 @@ def dependencies(model: Model, tiles: list[Tile]) -> list[tuple[int, ...]]:
     by_tensor: dict[int, list[Tile]] = {}
     for t in tiles:
         by_tensor.setdefault(t.writes.tensor, []).append(t)
-    starts = {k: [t.writes.r0 for t in v] for k, v in by_tensor.items()}
-    for k, v in by_tensor.items():
+    starts: dict[int, list[int]] = {}
+    for k, v in by_tensor.items():  # each tensor's writers sorted by first row, for the bisect below
         order = sorted(range(len(v)), key=lambda i: v[i].writes.r0)
         by_tensor[k] = [v[i] for i in order]
         starts[k] = [v[i].writes.r0 for i in order]

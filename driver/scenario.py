@@ -118,6 +118,15 @@ def dump(scenarios: list[Scenario]) -> str:
     return json.dumps([s.to_json() for s in scenarios])
 
 
+def by_geometry(scenarios) -> dict[tuple[int, int, int], list[Scenario]]:
+    """Scenarios grouped by the engine geometry they need, (num_queues, slots, num_regions), in their order:
+    what an engine built per geometry (a simulated one) plays in one run each."""
+    groups: dict[tuple[int, int, int], list[Scenario]] = {}
+    for sc in scenarios:
+        groups.setdefault((sc.num_queues, sc.slots, sc.num_regions), []).append(sc)
+    return groups
+
+
 def play(backend: Backend, scenario: Scenario, timeout: float = 30.0) -> Outcome:
     """Play `scenario` on an in-process Backend (driver/player.py), as the driver and a CPU producer would."""
     from driver import player

@@ -75,7 +75,6 @@ class PcieCompleter(wiring.Component):
         addr = Signal(32)
         count = Signal(11)  # DWORDs of the request
         left = Signal(11)  # DWORDs still to write or read
-        rtype = Signal(ReqType)
         req_id, tag = Signal(16), Signal(8)
         tc, attr = Signal(3), Signal(3)
         first_be, last_be = Signal(4), Signal(4)
@@ -113,7 +112,7 @@ class PcieCompleter(wiring.Component):
                     m.d.sync += [
                         addr.eq((Cat(Const(0, 2), d[0][2:], d[1]) & mask)[:32]),
                         low_addr.eq(Cat(_lead(cq.tuser[:4])[:2], d[0][2:7])),
-                        count.eq(d[2][:11]), left.eq(d[2][:11]), rtype.eq(kind),
+                        count.eq(d[2][:11]), left.eq(d[2][:11]),
                         req_id.eq(d[2][16:32]), tag.eq(d[3][:8]), tc.eq(d[3][25:28]), attr.eq(d[3][28:31]),
                         first_be.eq(cq.tuser[:4]), last_be.eq(cq.tuser[4:8]),
                         beat.eq(cq.tdata), keep.eq(cq.tkeep), last_beat.eq(cq.tlast), idx.eq(4), first_dw.eq(1),

@@ -55,13 +55,12 @@ class SimBoardProvider(EngineProvider):
 
     def run_scenarios(self, scenarios, console=None, **params) -> dict:
         """Each geometry's scenarios on one simulated board, one after another (sim/board.py)."""
+        from driver.scenario import by_geometry
         from fpga.link.board import play_scenarios
         from fpga.link.serial_link import SerialLink
         from sim.board import BoardSimulation, board_params
 
-        groups: dict[tuple[int, int, int], list] = {}
-        for sc in scenarios:
-            groups.setdefault((sc.num_queues, sc.slots, sc.num_regions), []).append(sc)
+        groups = by_geometry(scenarios)
         outcomes = {}
         for (nq, slots, regions), batch in groups.items():
             sim = BoardSimulation(board_params(num_queues=nq, slots=slots, num_regions=regions, **params),

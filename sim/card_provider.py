@@ -52,15 +52,13 @@ class CardSimProvider(EngineProvider):
         import tempfile
         from pathlib import Path
 
-        from driver.scenario import Outcome
+        from driver.scenario import Outcome, by_geometry
         from sim.board import board_params
         from sim.build import BUILD_ROOT, SimulationError, build, run
         from sim.card import CARD, bar0_bytes
         from sim.job_types import ScenariosJob, job_to_json
 
-        groups: dict[tuple[int, int, int], list] = {}
-        for sc in scenarios:
-            groups.setdefault((sc.num_queues, sc.slots, sc.num_regions), []).append(sc)
+        groups = by_geometry(scenarios)
         outcomes = {}
         for (nq, slots, regions), batch in groups.items():
             p = board_params(num_queues=nq, slots=slots, num_regions=regions, **params)

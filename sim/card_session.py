@@ -24,6 +24,7 @@ from driver.abi import QUEUE, Flag, Perm
 from driver.descriptor import Descriptor
 from driver.memory import BusMemory
 from sim.card import bar0_bytes
+from sim.driver_model import SimDriver
 
 PERIOD_NS = 4.0  # the block's 250 MHz user clock
 
@@ -51,22 +52,23 @@ class Card:
         await function.set_master()
         self.bar = function.bar_window[0]
 
-    async def read32(self, addr: int) -> int:
+
+
+class TimedBar:
+    """BAR0 as SimDriver reaches it: every read bounded, so a completion that never comes fails the test
+    instead of stalling the simulation."""
+
+    def __init__(self, bar):
+        self.bar = bar
+
+    async def read_dword(self, addr: int) -> int:
         return await self.bar.read_dword(addr, **TIMEOUT)
 
-    async def write32(self, addr: int, value: int) -> None:
+    async def write_dword(self, addr: int, value: int) -> None:
         await self.bar.write_dword(addr, value)
 
-    async def run(self, steps, budget_ns: int = 1_000_000) -> None:
-        for step in steps:
-            if isinstance(step, rp.Write):
-                await self.write32(step.addr, step.value)
-            else:
-                waited = 0
-                while (await self.read32(step.addr)) & step.mask != step.expect:
-                    await Timer(100, "ns")
-                    waited += 100
-                    assert waited < budget_ns, f"waited {budget_ns} ns for {step.what}"
+    async def write(self, addr: int, data: bytes) -> None:
+        await self.bar.write(addr, data)
 
 
 class RootComplexMemory(BusMemory):
@@ -103,7 +105,7 @@ class CardTB:
     period_ns = PERIOD_NS
 
     def __init__(self, card: Card):
-        self.csr = self.win = card.bar
+        self.csr = self.win = TimedBar(card.bar)
         self.memory = RootComplexMemory(card.rc)
 
     async def cycles(self, n: int) -> None:
@@ -118,7 +120,6 @@ class CardTB:
 async def scenarios(dut):
     """The conformance scenarios of ARKDMA_SIM_JOB (a ScenariosJob) on the card; outcomes to ARKDMA_SIM_RESULT."""
     from sim import stress_jobs
-    from sim.driver_model import SimDriver
     from sim.job_types import job_from_json
 
     job = job_from_json(json.loads(open(os.environ["ARKDMA_SIM_JOB"]).read()))
@@ -140,12 +141,14 @@ async def card_first_light(dut):
     await card.open(bar0_bytes(params))
     result = {"bar0_bytes": bar0_bytes(params)}
 
-    geometry = rp.decode_identity([await card.read32(a) for a in rp.identity_addresses()])
+    tb = CardTB(card)
+    driver = SimDriver(tb, budget_cycles=int(1_000_000 / PERIOD_NS))  # 1 ms per register poll
+    slow = SimDriver(tb, budget_cycles=int(5_000_000 / PERIOD_NS))  # 5 ms for the copies to complete
+    geometry = await driver.open()  # the identity registers, checked, then the engine enabled
     assert (geometry.num_queues, geometry.slots, geometry.num_regions) == (2, 16, 8), geometry
     result["identity"] = {"num_queues": geometry.num_queues, "slots": geometry.slots,
                           "num_regions": geometry.num_regions}
-    await card.run(rp.start_engine())
-    await card.run(rp.reset_engine())
+    await driver.reset()
 
     # host memory in the root complex: source, guarded destination, completion words
     host = card.rc.mem_pool.alloc_region(1 << 20)
@@ -156,12 +159,12 @@ async def card_first_light(dut):
     await host.write(src_off, rng_bytes)
     await host.write(dst_off, b"\xA5" * 0x20000)
     await host.write(words_off, bytes(64))
-    await card.run(rp.set_region(0, base + src_off, len(rng_bytes), int(Perm.READ)))
-    await card.run(rp.set_region(1, base + dst_off, 0x20000, int(Perm.WRITE)))
-    await card.run(rp.set_region(2, base + words_off, 64, int(Perm.WRITE)))
-    await card.run(rp.set_region(3, 0xF000_0000, 4096, int(Perm.READ)))  # no memory there: a bus error
-    await card.run(rp.configure_queue(0, 2, 0, 0))
-    await card.run(rp.enable_queue(0))
+    await driver.set_region(0, base + src_off, len(rng_bytes), int(Perm.READ))
+    await driver.set_region(1, base + dst_off, 0x20000, int(Perm.WRITE))
+    await driver.set_region(2, base + words_off, 64, int(Perm.WRITE))
+    await driver.set_region(3, 0xF000_0000, 4096, int(Perm.READ))  # no memory there: a bus error
+    await driver.configure_queue(0, 2, 0, 0)
+    await driver.enable_queue(0)
 
     # descriptors with sources and destinations off the 8-byte word, lengths across 4 KiB and MPS
     descs, want, s_at, d_at = [], {}, 3, 5
@@ -170,12 +173,9 @@ async def card_first_light(dut):
         want[d_at] = rng_bytes[s_at:s_at + n]
         s_at += n + 1
         d_at += n + 13
-    raw = b"".join(d.pack() for d in descs)
-    for offset, data in rp.window_writes(0, 0, raw, params.slots):
-        await card.bar.write(offset, data)
-    await card.run(rp.ring(0, len(descs)))
-    await card.run([rp.Poll(QUEUE.address("COMPLETED_LO", 0), 0xFFFFFFFF, len(descs), "the copies to complete")],
-                   budget_ns=5_000_000)
+    await driver.write_slots(0, 0, b"".join(d.pack() for d in descs))
+    await driver.ring(0, len(descs))
+    await slow.run([rp.Poll(QUEUE.address("COMPLETED_LO", 0), 0xFFFFFFFF, len(descs), "the copies to complete")])
     got = await host.read(dst_off, d_at + 16)
     for at, data in want.items():
         assert got[at:at + len(data)] == data, f"destination at {at}: the copy differs"
@@ -189,12 +189,10 @@ async def card_first_light(dut):
     result["copies"] = {"descriptors": len(descs), "bytes": sum(sizes), "completion_word": word}
 
     # a read from where the host has no memory: the completion is unsuccessful, the queue halts in BUS_ERROR
-    bad = Descriptor(3, 0, 1, 0x10000, 256, flags=Flag.NOTIFY, cookie=99).pack()
-    for offset, data in rp.window_writes(0, len(descs), bad, params.slots):
-        await card.bar.write(offset, data)
-    await card.run(rp.ring(0, len(descs) + 1))
-    await card.run([rp.Poll(QUEUE.address("STATUS", 0), 0x4, 0x4, "the queue to halt")], budget_ns=5_000_000)
-    state = rp.decode_queue_state([await card.read32(a) for a in rp.queue_state_addresses(0)])
+    await driver.write_slots(0, len(descs), Descriptor(3, 0, 1, 0x10000, 256, flags=Flag.NOTIFY, cookie=99).pack())
+    await driver.ring(0, len(descs) + 1)
+    await slow.run([rp.Poll(QUEUE.address("STATUS", 0), 0x4, 0x4, "the queue to halt")])
+    state = await driver.queue_state(0)
     assert state.halted and state.error.name == "BUS_ERROR" and state.error_cookie == 99, state
     assert (await host.read(dst_off + 0x10000, 256)) == b"\xA5" * 256, "the failed copy wrote its destination"
     result["unbacked_read"] = state.error.name
@@ -206,7 +204,7 @@ async def card_first_light(dut):
     except Exception as exc:  # the root complex raises on an unsuccessful completion
         result["long_read"] = f"refused: {exc}"
     assert result["long_read"].startswith("refused"), "a 16-DWORD read should be refused by this completer"
-    assert await card.read32(rp.status_address()) is not None  # and the card still answers after it
+    assert await driver.read(rp.status_address()) is not None  # and the card still answers after it
 
     out = os.environ.get("ARKDMA_SIM_RESULT")
     if out:

@@ -40,14 +40,12 @@ class RtlProvider(EngineProvider):
 
     def run_scenarios(self, scenarios, data_width: int = DEFAULT_DATA_WIDTH, console=None, **params) -> dict:
         """All scenarios of one geometry in one simulator run (a reset between them); {name: Outcome}."""
-        from driver.scenario import Outcome
+        from driver.scenario import Outcome, by_geometry
         from rtl.params import EngineParams
         from sim.job_types import ScenariosJob
         from sim.jobs import run_job
 
-        groups: dict[tuple[int, int, int], list] = {}
-        for sc in scenarios:
-            groups.setdefault((sc.num_queues, sc.slots, sc.num_regions), []).append(sc)
+        groups = by_geometry(scenarios)
         outcomes = {}
         for (nq, slots, regions), batch in groups.items():
             p = EngineParams(data_width=data_width, num_queues=nq, slots=slots, num_regions=regions, **params)
