@@ -148,7 +148,9 @@ class Transfers:
         self.ptrs = {"device": self.gpu["device"].data.ptr, "device2": self.gpu["device2"].data.ptr,
                      "host": self.host_ptr}
         self.regions = {name: register_array(self.device, arr) for name, arr in self.gpu.items()}
-        self.regions["host"] = self.device.regions.register(addr=self.host_ptr, size=SPAN, perms=Perm.READ | Perm.WRITE)
+        # Pinned memory from CuPy is not the engine's: vouch for it and keep its owner alive with the region.
+        self.regions["host"] = self.device.regions.register_unsafe(self.host_ptr, SPAN, perms=Perm.READ | Perm.WRITE,
+                                                                   keep=self.host)
         self.peer = None
         if cupy.cuda.runtime.getDeviceCount() > 1:
             with cupy.cuda.Device(1):
