@@ -60,10 +60,12 @@ def _chunks(n: int, size: int) -> list[tuple[int, int]]:
     return [(i, min(i + size, n)) for i in range(0, n, size)]
 
 
-def _elementwise_blocks(out: Tensor, num_sms: int) -> list[tuple[int, int, int, int]]:
+def _elementwise_blocks(out: Tensor, num_sms: int, pairs: bool = False) -> list[tuple[int, int, int, int]]:
+    """Blocks of about equal size; with `pairs` (RoPE turns columns 2j and 2j+1 together) never between a pair."""
     per_tile = max(MIN_TILE_ELEMENTS, math.ceil(out.elements / num_sms))
     if out.cols >= per_tile or out.cols > MAX_TILE_COLS:
         width = min(per_tile, MAX_TILE_COLS)
+        width += width % 2 if pairs else 0
         return [(r, r + 1, c0, c1) for r in range(out.rows) for c0, c1 in _chunks(out.cols, width)]
     return [(r0, r1, 0, out.cols) for r0, r1 in _chunks(out.rows, max(1, per_tile // out.cols))]
 
@@ -107,7 +109,7 @@ def op_tiles(model: Model, op: Op, first_id: int, num_sms: int) -> list[Tile]:
                           nbytes, flops, dma))
 
     if op.kind in ("unary", "binary", "rope"):
-        for r0, r1, c0, c1 in _elementwise_blocks(out, num_sms):
+        for r0, r1, c0, c1 in _elementwise_blocks(out, num_sms, pairs=op.kind == "rope"):
             n = (r1 - r0) * (c1 - c0)
             reads = [_read_like(t, out, r0, r1, c0, c1) for t in ins]
             add(r0, r1, c0, c1, reads, n * esize * (len(ins) + 1), n * (8 if op.kind == "unary" else 1))

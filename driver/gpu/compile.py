@@ -39,8 +39,27 @@ def _keyed(source: str) -> str:
     return f"// arkdma headers {headers_digest()}\n{source}"
 
 
+@functools.cache
+def cuda_include_dir() -> Path | None:
+    """Where cuda_fp16.h, cuda_bf16.h and mma.h are for NVRTC: the nvidia-cuda-runtime wheel's include
+    directory (the `gpu` extra), else the toolkit's ($CUDA_PATH, /usr/local/cuda); None when neither has them."""
+    import importlib.util
+    import os
+
+    candidates = []
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        candidates.append(Path(root) / "cu13" / "include")
+    for env in ("CUDA_PATH", "CUDA_HOME"):
+        if os.environ.get(env):
+            candidates.append(Path(os.environ[env]) / "include")
+    candidates.append(Path("/usr/local/cuda/include"))
+    return next((c for c in candidates if (c / "cuda_bf16.h").is_file() and (c / "mma.h").is_file()), None)
+
+
 def options(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
-    return (STD, f"-I{INCLUDE_DIR}", *extra)
+    cuda = cuda_include_dir()
+    return (STD, f"-I{INCLUDE_DIR}", *((f"-I{cuda}",) if cuda else ()), *extra)
 
 
 def cubin(source: str, arch: str = DEFAULT_ARCH, extra: tuple[str, ...] = (), name: str = "kernel.cu") -> bytes:

@@ -1,0 +1,124 @@
+/* The loop kernel's machinery: the control block the host drives through mapped memory, the per-SM
+ * instruction streams, the counters that order tiles across SMs, and faults.
+ *
+ * Launched once, one CTA per SM (a cooperative launch: all CTAs resident). Iteration i runs when the host
+ * has raised `go` above i; each CTA plays its stream (wait / run / signal), then the last CTA to finish the
+ * iteration publishes `done = i + 1`. A counter only grows: a tile's counter reads i + 1 once the tile ran
+ * in iteration i, so a wait is "counter >= i + delta" and nothing is ever reset.
+ *
+ * Every wait is bounded (budget_ns of globaltimer) and watches the host's stop word and the fault word: a
+ * wait that gives up, a tile that finds bad input, or a DMA that fails records a fault (the first one wins),
+ * and every CTA leaves the kernel; the host turns the record into an exception naming the tile and op.
+ */
+#ifndef ARK_LOOP_CUH
+#define ARK_LOOP_CUH
+
+#include <arkdma/device.cuh>
+
+namespace ark {
+
+enum Ins : int { INS_RUN = 0, INS_SIGNAL = 1, INS_WAIT = 2 };
+enum FaultCode : unsigned { FAULT_NONE = 0, FAULT_TIMEOUT = 1, FAULT_BAD_INDEX = 2, FAULT_DMA = 3, FAULT_STOPPED = 4 };
+
+/* In pinned host memory, mapped for the GPU: written by the host (go, stop) and by the kernel (the rest). */
+struct Control {
+  unsigned long long go;    // iterations the host has asked for, in all
+  unsigned long long stop;  // non-zero: leave the kernel
+  unsigned long long done;  // iterations every CTA has finished
+  unsigned int fault;       // FaultCode of the first fault
+  unsigned int fault_sm;
+  int fault_tile;           // the tile that faulted or waited, -1 when none
+  int fault_counter;        // the counter waited on, -1 when none
+  unsigned long long fault_expected, fault_observed, fault_detail;
+  unsigned long long exited;  // CTAs that have left the kernel
+};
+
+/* In GPU memory, built by the host from the plan (ark_runtime/kernel/program.py). */
+struct Program {
+  const int4* ins;            // per instruction: kind, arg (tile or counter), delta, the tile it is for
+  const int* stream_start;    // per SM: first instruction; [num_sms] is the end
+  const int4* tiles;          // per tile: op, r0, r1, index within the op
+  const int2* tile_cols;      // per tile: c0, c1
+  const int2* groups;         // per counter: first member, member count (0: a tile counter, its own word)
+  const int* members;         // the tile counters of every op group
+  unsigned long long* counters;
+  unsigned long long* finished;  // CTAs that finished an iteration, in all
+  unsigned int* fault_flag;   // non-zero once any CTA faulted (GPU memory: cheap to watch)
+  void* const* tensors;       // per tensor id: its address
+  unsigned long long* dma_ns; // per tile: start and end of its last copy (globaltimer)
+  const int4* copies;         // per op: path (0 SM stores, 1 the engine's queue), source region, destination region
+  unsigned long long budget_ns;
+  Control* control;
+};
+
+__device__ __forceinline__ unsigned long long load_acquire_gpu(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ unsigned long long load_host(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+/* The first fault wins; every later one only raises the flag. Called by one thread. */
+__device__ __noinline__ void fault(const Program& p, unsigned code, int tile, int counter, unsigned long long expected,
+                                   unsigned long long observed, unsigned long long detail) {
+  if (atomicCAS(p.fault_flag, 0u, code) == 0u) {
+    Control* c = p.control;
+    c->fault_sm = blockIdx.x;
+    c->fault_tile = tile;
+    c->fault_counter = counter;
+    c->fault_expected = expected;
+    c->fault_observed = observed;
+    c->fault_detail = detail;
+    __threadfence_system();
+    *(volatile unsigned*)&c->fault = code;
+  }
+  __threadfence_system();
+}
+
+__device__ __forceinline__ bool stopping(const Program& p) {
+  return *(volatile unsigned*)p.fault_flag != 0u || load_host(&p.control->stop) != 0ull;
+}
+
+/* A counter's value: its own word, or for an op group the least of its members' words. */
+__device__ __forceinline__ unsigned long long counter_value(const Program& p, int counter) {
+  const int2 g = p.groups[counter];
+  if (g.y == 0) return load_acquire_gpu(p.counters + counter);
+  unsigned long long least = ~0ull;
+  for (int i = 0; i < g.y; ++i) {
+    const unsigned long long v = load_acquire_gpu(p.counters + p.members[g.x + i]);
+    least = v < least ? v : least;
+  }
+  return least;
+}
+
+/* Thread 0 waits until `counter` reaches `target`; false when it gave up (fault recorded) or was stopped. */
+__device__ bool wait_counter(const Program& p, int counter, unsigned long long target, int tile) {
+  const unsigned long long t0 = arkdma::now_ns();
+  unsigned spins = 0;
+  while (true) {
+    const unsigned long long v = counter_value(p, counter);
+    if (v >= target) return true;
+    if ((++spins & 63u) == 0u) {
+      if (stopping(p)) return false;
+      const unsigned long long waited = arkdma::now_ns() - t0;
+      if (waited > p.budget_ns) {
+        fault(p, FAULT_TIMEOUT, tile, counter, target, v, waited);
+        return false;
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ void signal_counter(const Program& p, int counter) {
+  __threadfence();
+  atomicAdd(p.counters + counter, 1ull);
+}
+
+}  // namespace ark
+
+#endif

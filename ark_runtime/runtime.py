@@ -1,0 +1,390 @@
+"""The loop-kernel runtime: a model launched once as one resident kernel (one CTA per SM), run again and
+again by writing a word in mapped memory, with no kernel launch per run.
+
+    with Runtime(model) as rt:
+        rt.set("x", x)            # or Runtime(model, bind={"x": cupy_array_or_torch_tensor}): no copy
+        rt.run(10)                # ten iterations, queued to the resident kernel
+        rt.wait()                 # LoopFault / LoopTimeout instead of a hang
+        y = rt.get("out")         # NumPy (float32 for bf16)
+
+States: launched -> (run / wait)* -> stopped; a fault or a timeout stops the kernel, the GPU stays usable,
+and the Runtime refuses further runs. While a Runtime is live, freeing CUDA memory (cudaFree,
+cudaFreeHost) waits for the kernel: keep allocations alive, or stop() first.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ark_runtime.host_values import from_bits, to_bits
+from ark_runtime.kernel.codegen import INCLUDE_DIR, THREADS, generate
+from ark_runtime.kernel.program import build_program
+from ark_runtime.kernel.records import CONTROL_DTYPE, FAULT_NAMES, PROGRAM_DTYPE, expected_offsets
+from ark_runtime.model import Model, ModelError
+from ark_runtime.plan import Plan, build_plan
+from ark_runtime.scheduler import DeviceSpec
+
+SM_COPY_MAX = 64 * 1024  # "auto" copies up to this many bytes with the CTA's own stores; larger ones by DMA
+COPY_PATHS = ("auto", "sm", "engine")
+DMA_ENGINES = ("card", "software-cuda")  # engines whose queues GPU code can post to, best first
+
+
+class LoopError(RuntimeError):
+    """The runtime cannot do what was asked; the message says why and what to do."""
+
+
+class LoopFault(LoopError):
+    """The resident kernel stopped on a fault; the message names the tile, its op and what went wrong."""
+
+
+class LoopTimeout(LoopError):
+    """The kernel did not finish the iterations asked for in time; it was stopped."""
+
+
+@dataclass(frozen=True)
+class TransferReport:
+    op: int
+    tensor: str
+    path: str  # "engine:<name>" or "sm"
+    bytes: int
+    time_us: float  # the last iteration's copy, start to completion, by the GPU's clock
+    uses_sms: bool
+
+
+_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "int32": "int32"}
+
+
+def _dtype_of(obj) -> str | None:
+    name = str(getattr(obj, "dtype", "")).replace("torch.", "")
+    return _DTYPES.get(name)
+
+
+class Runtime:
+    def __init__(self, model: Model, *, engine: str | None = "auto", bind: dict | None = None,
+                 sms: int | None = None, budget_s: float = 10.0, copy_path: str = "auto"):
+        import cupy
+
+        from driver.gpu import compile
+        from driver.gpu.launch import require_gpu
+
+        if not isinstance(model, Model):
+            raise LoopError(f"Runtime takes a Model, not {type(model).__name__}")
+        if copy_path not in COPY_PATHS:
+            raise LoopError(f"copy_path {copy_path!r} is not one of {', '.join(COPY_PATHS)}")
+        if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s <= 3600:
+            raise LoopError(f"budget_s must be a number of seconds in (0, 3600], not {budget_s!r}")
+        bind = dict(bind or {})
+        names = {t.name for t in model.tensors}
+        unknown = sorted(set(bind) - names)
+        if unknown:
+            raise LoopError(f"bind names {', '.join(unknown)}, which model {model.name!r} has no tensor called")
+        require_gpu()
+        self.model = model
+        self._cupy = cupy
+        self._state = "starting"
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        num_sms = sms or props["multiProcessorCount"]
+        if isinstance(num_sms, bool) or not isinstance(num_sms, int) or not 1 <= num_sms <= props["multiProcessorCount"]:
+            raise LoopError(f"sms={sms!r}: this GPU has {props['multiProcessorCount']} SMs; give 1..that many")
+        self.device_name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        self.plan: Plan = build_plan(model, DeviceSpec(num_sms=num_sms))
+        self.source = generate(model, self.plan)
+        module = compile.load(self.source.text, extra=(f"-I{INCLUDE_DIR}",))
+        self._check_layout(module)
+        self._fn = module.get_function("ark_loop")
+        if self.source.smem_bytes > 48 * 1024:
+            self._fn.max_dynamic_shared_size_bytes = self.source.smem_bytes
+        self._keep: list = []
+        self._tensors = [self._memory(t, bind.get(t.name)) for t in model.tensors]
+        self._engine = self._device = self._queue = None
+        self._copies = np.zeros((max(len(model.ops), 1), 4), np.int32)
+        self._paths: dict[int, str] = {}
+        self._open_copies(engine, copy_path)
+        self._launch(budget_s)
+
+    # --- set-up ----------------------------------------------------------------------------------
+    def _check_layout(self, module) -> None:
+        out = self._cupy.zeros(len(expected_offsets()), self._cupy.uint64)
+        module.get_function("ark_layout")((1,), (1,), (out,))
+        got = [int(v) for v in out.get()]
+        if got != expected_offsets():
+            raise LoopError(f"loop.cuh's Control/Program differ from ark_runtime/kernel/records.py: the GPU sees "
+                            f"offsets {got}, records.py says {expected_offsets()}")
+
+    def _memory(self, t, given):
+        """(address, owner, kind) of tensor t: the bound array, else new GPU or pinned host memory."""
+        cupy = self._cupy
+        if given is not None:
+            from driver.gpu.arrays import span_of
+
+            try:
+                span = span_of(given)
+            except Exception as exc:
+                raise LoopError(f"bind[{t.name!r}]: {exc}") from None
+            dtype = _dtype_of(given)
+            if dtype != t.dtype and not (t.dtype == "bf16" and str(getattr(given, "dtype", "")) == "uint16"):
+                raise LoopError(f"bind[{t.name!r}] is {getattr(given, 'dtype', '?')}; tensor {t.name} is {t.dtype}")
+            if span.nbytes != t.nbytes:
+                raise LoopError(f"bind[{t.name!r}] holds {span.nbytes} bytes; tensor {t.name} {t.shape} needs {t.nbytes}")
+            want = "device" if t.placement == "device" else "host"
+            if span.kind != want:
+                raise LoopError(f"bind[{t.name!r}] is {span.kind} memory; tensor {t.name} is placed on the {want}")
+            if span.kind == "device" and span.device_id != cupy.cuda.Device().id:
+                raise LoopError(f"bind[{t.name!r}] is on GPU {span.device_id}; this runtime runs on GPU "
+                                f"{cupy.cuda.Device().id}")
+            self._keep.append(given)
+            return span.ptr, given, span.kind
+        if t.placement == "host":
+            mem = cupy.cuda.alloc_pinned_memory(t.nbytes)
+            ptr = cupy.cuda.runtime.pointerGetAttributes(mem.ptr).devicePointer
+            return ptr, mem, "host"
+        arr = cupy.zeros(t.nbytes, cupy.uint8)
+        return arr.data.ptr, arr, "device"
+
+    def _open_copies(self, engine: str | None, copy_path: str) -> None:
+        copies = [op for op in self.model.ops if op.kind == "copy"]
+        if not copies:
+            return
+        if engine not in (None, "none", "auto") and engine not in DMA_ENGINES:
+            raise LoopError(f"engine {engine!r} cannot take copies from GPU code; use one of "
+                            f"{', '.join(DMA_ENGINES)}, 'auto' or None")
+        wanted = [op for op in copies if copy_path == "engine" or
+                  (copy_path == "auto" and self.model.tensors[op.output].nbytes > SM_COPY_MAX)]
+        if wanted and engine not in (None, "none"):
+            self._open_engine(engine)
+        if copy_path == "engine" and self._device is None:
+            raise LoopError("copy_path='engine' but no DMA engine is open here (engine=None, or none can run)")
+        for op in copies:
+            src, dst = op.inputs[0], op.output
+            if op in wanted and self._device is not None:
+                regions = [self._region(tid) for tid in (src, dst)]
+                self._copies[op.id] = (1, regions[0], regions[1], 0)
+                self._paths[op.id] = f"engine:{self._engine.name}"
+            else:
+                self._paths[op.id] = "sm"
+
+    def _open_engine(self, engine: str) -> None:
+        from ark_runtime import engines
+        from driver.device import Device
+        from driver.gpu.queue import GpuQueue
+
+        names = DMA_ENGINES if engine == "auto" else (engine,)
+        reasons = []
+        for name in names:
+            reason = engines.provider(name).unavailable_reason()
+            if reason is None:
+                self._engine = engines.open_engine(name, num_queues=1, slots=64, num_regions=16)
+                break
+            reasons.append(f"{name}: {reason}")
+        if self._engine is None:
+            if engine != "auto":
+                raise LoopError(f"engine {engine} cannot run here: {'; '.join(reasons)}")
+            return
+        self._device = Device(self._engine)
+        self._queue = GpuQueue(self._device, 0, budget_s=5.0)
+
+    def _region(self, tid: int) -> int:
+        ptr, owner, _ = self._tensors[tid]
+        t = self.model.tensors[tid]
+        return self._device.regions.register_unsafe(ptr, t.nbytes, keep=owner).id
+
+    def _launch(self, budget_s: float) -> None:
+        cupy = self._cupy
+        prog = build_program(self.plan)
+        dev = lambda a: cupy.asarray(np.ascontiguousarray(a))  # noqa: E731
+        self._arrays = {
+            "ins": dev(prog.ins), "stream_start": dev(prog.stream_start), "tiles": dev(prog.tiles),
+            "tile_cols": dev(prog.tile_cols), "groups": dev(prog.groups), "members": dev(prog.members),
+            "counters": cupy.zeros(max(prog.num_counters, 1), cupy.uint64), "finished": cupy.zeros(1, cupy.uint64),
+            "fault_flag": cupy.zeros(1, cupy.uint32),
+            "tensors": dev(np.array([p for p, _, _ in self._tensors], np.uint64)),
+            "dma_ns": cupy.zeros(2 * len(self.plan.tiles), cupy.uint64), "copies": dev(self._copies),
+        }
+        self._control_mem = cupy.cuda.alloc_pinned_memory(CONTROL_DTYPE.itemsize)
+        self.control = np.frombuffer(self._control_mem, CONTROL_DTYPE, 1)
+        self.control[0] = np.zeros((), CONTROL_DTYPE)
+        args = np.zeros(1, PROGRAM_DTYPE)
+        for name, arr in self._arrays.items():
+            args[name] = arr.data.ptr
+        args["budget_ns"] = int(budget_s * 1e9)
+        args["control"] = cupy.cuda.runtime.pointerGetAttributes(self._control_mem.ptr).devicePointer
+        from driver.dtypes import QUEUE_DTYPE
+
+        queue = self._queue.handle() if self._queue is not None else np.zeros(1, QUEUE_DTYPE)
+        blocks = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(self._fn.ptr, THREADS,
+                                                                             self.source.smem_bytes)
+        if blocks < 1:
+            raise LoopError(f"the loop kernel of {self.model.name!r} does not fit on an SM ({THREADS} threads, "
+                            f"{self.source.smem_bytes} bytes of shared memory)")
+        cupy.cuda.runtime.deviceSynchronize()  # every bound input written before the kernel reads it
+        self._stream = cupy.cuda.Stream(non_blocking=True)
+        with self._stream:
+            self._fn((self.plan.num_sms,), (THREADS,), (args, queue), shared_mem=self.source.smem_bytes,
+                     enable_cooperative_groups=True)
+        self._args = args
+        self._go = 0
+        self._state = "running"
+
+    # --- tensors ---------------------------------------------------------------------------------
+    def _tensor(self, name: str):
+        for t in self.model.tensors:
+            if t.name == name:
+                return t
+        raise LoopError(f"model {self.model.name!r} has no tensor {name!r}")
+
+    def set(self, name: str, value) -> None:
+        """Write a tensor from a host value (NumPy, lists), between runs."""
+        self._idle("set")
+        t = self._tensor(name)
+        bits = to_bits(t, value)
+        ptr, _, kind = self._tensors[t.id]
+        self._cupy.cuda.runtime.memcpy(ptr, bits.ctypes.data, t.nbytes, self._cupy.cuda.runtime.memcpyDefault)
+
+    def get(self, name: str) -> np.ndarray:
+        """A tensor's values as NumPy (bf16 as float32), between runs."""
+        self._idle("get")
+        t = self._tensor(name)
+        raw = np.empty(t.nbytes, np.uint8)
+        ptr, _, _ = self._tensors[t.id]
+        self._cupy.cuda.runtime.memcpy(raw.ctypes.data, ptr, t.nbytes, self._cupy.cuda.runtime.memcpyDefault)
+        return from_bits(t, raw)
+
+    def address(self, name: str) -> int:
+        return self._tensors[self._tensor(name).id][0]
+
+    def _idle(self, what: str) -> None:
+        if self._state == "running" and int(self.control["done"][0]) < self._go:
+            raise LoopError(f"{what}() while iterations are in flight: wait() first")
+
+    # --- running ---------------------------------------------------------------------------------
+    def run(self, iterations: int = 1) -> None:
+        """Queue `iterations` more runs of the model to the resident kernel (returns at once)."""
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+            raise LoopError(f"iterations must be a positive int, not {iterations!r}")
+        if self._state != "running":
+            raise LoopError(f"the runtime is {self._state}; make a new Runtime")
+        self._go += iterations
+        self.control["go"] = self._go
+
+    def wait(self, timeout: float = 30.0) -> None:
+        """Until every queued iteration is done; LoopFault or LoopTimeout (the kernel stopped) otherwise."""
+        if self._state != "running":
+            raise LoopError(f"the runtime is {self._state}; make a new Runtime")
+        t0 = time.monotonic()
+        nap = 2e-6
+        while int(self.control["done"][0]) < self._go:
+            if int(self.control["fault"][0]):
+                raise self._fail()
+            if time.monotonic() - t0 > timeout:
+                done = int(self.control["done"][0])
+                self._halt()
+                self._state = "stopped after a timeout"
+                raise LoopTimeout(f"{self.model.name}: {done} of {self._go} iterations done after {timeout:.1f} s; "
+                                  f"the kernel was stopped{self._counter_summary()}")
+            time.sleep(nap)
+            nap = min(nap * 2, 1e-4)
+
+    def _fail(self) -> LoopFault:
+        c = self.control[0]
+        code = int(c["fault"])
+        tile = int(c["fault_tile"])
+        self._halt()
+        self._state = "stopped after a fault"
+        where = self._describe_tile(tile)
+        what = FAULT_NAMES.get(code, f"code {code}")
+        if code == 1:
+            counter = self.plan.counters[int(c["fault_counter"])]
+            awaited = (f"tile {counter['of']} ({self._describe_tile(counter['of'])})" if counter["kind"] == "tile"
+                       else f"every tile of op {counter['of']}")
+            detail = (f"waited {int(c['fault_detail']) / 1e6:.1f} ms for {awaited} to reach {int(c['fault_expected'])}"
+                      f" (it read {int(c['fault_observed'])})")
+        elif code == 2:
+            detail = f"row {int(c['fault_detail']) - 1} holds an id outside the table"
+        elif code == 3:
+            status = self._queue.status().describe() if self._queue is not None else "no queue"
+            detail = f"the DMA engine returned device code {int(c['fault_detail'])}: {status}"
+        else:
+            detail = f"detail {int(c['fault_detail'])}"
+        return LoopFault(f"{self.model.name}: {what} on SM {int(c['fault_sm'])} at tile {tile} ({where}): {detail}; "
+                         "the kernel stopped")
+
+    def _describe_tile(self, tile: int) -> str:
+        if not 0 <= tile < len(self.plan.tiles):
+            return "no tile"
+        t = self.plan.tiles[tile]
+        op = self.model.ops[t["op"]]
+        return f"op {op.id} {op.fn} -> {self.model.tensors[op.output].name}, rows {t['writes'][1]}:{t['writes'][2]}"
+
+    def _counter_summary(self) -> str:
+        try:
+            counters = self._arrays["counters"].get()
+        except Exception:  # noqa: BLE001 - the summary is a courtesy; the timeout is the error
+            return ""
+        behind = [i for i, v in enumerate(counters) if v < self._go][:5]
+        return f"; counters behind the last iteration: {behind}" if behind else ""
+
+    def _halt(self, grace_s: float = 5.0) -> None:
+        """Ask the kernel to leave and wait (bounded) until it has."""
+        self.control["stop"] = 1
+        deadline = time.monotonic() + grace_s
+        while not self._stream.done:
+            if time.monotonic() > deadline:
+                raise LoopError(f"the loop kernel of {self.model.name} did not leave within {grace_s:.0f} s of "
+                                "being stopped; the GPU may need a reset")
+            time.sleep(1e-4)
+        self._stream.synchronize()
+
+    def stop(self) -> None:
+        """Let the kernel leave (after the iterations queued) and free what the runtime opened. Idempotent."""
+        if self._state == "running":
+            try:
+                self.wait()
+            finally:
+                self._halt()
+                self._state = "stopped"
+        if self._queue is not None:
+            self._queue.close()
+            self._queue = None
+        if self._device is not None:
+            self._device.close()
+            self._device = None
+
+    def report(self) -> list[TransferReport]:
+        """Each copy op's path, bytes and last time (GPU clock), and whether it used SMs."""
+        self._idle("report")
+        ns = self._arrays["dma_ns"].get().reshape(-1, 2)
+        out = []
+        for op in self.model.ops:
+            if op.kind != "copy":
+                continue
+            tile = next(i for i, t in enumerate(self.plan.tiles) if t["op"] == op.id)
+            start, end = (int(v) for v in ns[tile])
+            out.append(TransferReport(op.id, self.model.tensors[op.output].name, self._paths[op.id],
+                                      self.model.tensors[op.output].nbytes, max(end - start, 0) / 1e3,
+                                      self._paths[op.id] == "sm"))
+        return out
+
+    @property
+    def iterations_done(self) -> int:
+        return int(self.control["done"][0])
+
+    @property
+    def state(self) -> str:
+        return self._state
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is None:
+            self.stop()
+        else:
+            try:
+                if self._state == "running":
+                    self._halt()
+                    self._state = "stopped"
+            finally:
+                self.stop()

@@ -1,0 +1,306 @@
+"""The loop kernel on a GPU: every op against the float64 reference at shapes that are not tile multiples, in
+each dtype; random models; many iterations of one launch; copies from inside the kernel on each path; faults and
+timeouts that become exceptions with the GPU usable afterwards; memory bound without copies. Skips without a GPU."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from ark_runtime.model import Model
+from ark_runtime.reference import evaluate
+from tests.unit.model_strategies import models
+
+pytestmark = pytest.mark.gpu
+TOL = {"fp32": 2e-4, "fp16": 2e-2, "bf16": 6e-2}  # relative to the output's scale
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    from driver.gpu.launch import gpu_unavailable_reason
+
+    reason = gpu_unavailable_reason()
+    if reason:
+        pytest.skip(f"needs a CUDA GPU: {reason}")
+    from host import native
+
+    if native.unavailable_reason() is None and native.cuda_probe().name.startswith("Fake CUDA device"):
+        pytest.skip("needs a real GPU to run kernels")
+
+
+def _inputs(model: Model, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for t in model.tensors:
+        if t.producer is not None:
+            continue
+        if t.dtype == "int32":
+            vocab = next((o.attr("vocab") for o in model.ops if o.kind == "embedding" and t.id in o.inputs), 16)
+            out[t.name] = rng.integers(0, vocab, t.shape, dtype=np.int32)
+        else:
+            out[t.name] = rng.uniform(0.5, 1.5, t.shape) if t.name.startswith("pos") else rng.standard_normal(t.shape)
+    return out
+
+
+def _rounded(model: Model, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The inputs as the GPU holds them (rounded to each tensor's dtype), in float64 for the reference."""
+    from ark_runtime.host_values import from_bits, to_bits
+
+    by_name = {t.name: t for t in model.tensors}
+    return {k: from_bits(by_name[k], to_bits(by_name[k], v)).astype(np.float64) for k, v in values.items()}
+
+
+def _check(model: Model, iterations: int = 1, seed: int = 0, **kw):
+    from ark_runtime.runtime import Runtime
+
+    inputs = _inputs(model, seed)
+    want = evaluate(model, _rounded(model, inputs))
+    with Runtime(model, **kw) as rt:
+        for k, v in inputs.items():
+            rt.set(k, v)
+        rt.run(iterations)
+        rt.wait()
+        for tid in model.outputs:
+            t = model.tensors[tid]
+            got = rt.get(t.name).astype(np.float64)
+            ref = want[tid]
+            scale = max(1.0, float(np.abs(ref).max()))
+            err = float(np.abs(got - ref).max()) / scale
+            assert err <= TOL[t.dtype], f"{model.name}: {t.name} ({t.dtype}) off by {err:.3g} of its scale {scale:.3g}"
+        return rt
+
+
+def _one_op(kind: str, dtype: str) -> Model:
+    m = Model(f"{kind}-{dtype}")
+    rows, cols = 37, 200  # neither a multiple of any tile
+    x = m.input("x", (rows, cols), dtype)
+    if kind == "unary":
+        y = x
+        for fn in ("gelu", "silu", "relu", "neg", "exp", "identity"):
+            y = m.unary(fn, y)
+        y = m.add(y, m.unary("rsqrt", m.unary("sqrt", m.unary("exp", x))))
+    elif kind == "binary":
+        row = m.input("row", (1, cols), dtype)
+        col = m.input("col", (rows, 1), dtype)
+        y = m.binary("max", m.binary("div", m.binary("sub", m.mul(x, row), col), m.unary("exp", row)), x)
+    elif kind == "reduce":
+        y = m.add(m.add(m.reduce("sum", x), m.reduce("max", x)), m.reduce("mean", x))
+    elif kind == "softmax":
+        y = m.softmax(x)
+    elif kind == "layernorm":
+        y = m.layernorm(x, m.input("w", (cols,), dtype), m.input("b", (cols,), dtype))
+    elif kind == "rmsnorm":
+        y = m.rmsnorm(x, m.input("w", (cols,), dtype))
+    elif kind == "matmul":
+        y = m.matmul(x, m.input("w", (cols, 136), dtype))
+    elif kind == "matmul_odd":  # K and N not multiples of 8: the element-wise loads
+        x2 = m.input("x2", (3, 2, 45), dtype)
+        y = m.matmul(x2, m.input("w", (45, 77), dtype))
+    elif kind == "attention":
+        q = m.input("q", (2, 70, 128), dtype)
+        y = m.add(m.attention(q, m.input("k", (2, 70, 128), dtype), m.input("v", (2, 70, 128), dtype), heads=2),
+                  m.attention(q, q, q, heads=4, causal=False))
+    elif kind == "rope":
+        y = m.rope(m.input("h", (2, 37, 64), dtype), m.input("cos", (37, 32), dtype), m.input("sin", (37, 32), dtype))
+    elif kind == "embedding":
+        y = m.embedding(m.input("table", (50, 96), dtype), m.input("ids", (3, 13), "int32"))
+    else:
+        raise ValueError(kind)
+    m.output(y)
+    return m
+
+
+KINDS = ("unary", "binary", "reduce", "softmax", "layernorm", "rmsnorm", "matmul", "matmul_odd", "attention", "rope",
+         "embedding")
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_op_matches_the_reference(gpu, kind, dtype):
+    _check(_one_op(kind, dtype))
+
+
+@pytest.mark.parametrize("name", ["chain64", "block-s128", "mlp-b8"])
+def test_named_models_match_the_reference(gpu, name):
+    from ark_runtime import models
+
+    m = models.named(name)
+    if name == "mlp-b8":  # the same graph at a size the float64 reference computes quickly
+        m = models.mlp(8, hidden=512, inner=2048)
+    elif name == "block-s128":
+        m = models.transformer_block(128, hidden=256, heads=4)
+    _check(m)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(model=models())
+def test_random_models_match_the_reference(gpu, model):
+    _check(model)
+
+
+def test_many_iterations_of_one_launch(gpu):
+    from ark_runtime import models
+    from ark_runtime.runtime import Runtime
+
+    m = models.transformer_block(64, hidden=128, heads=2, dtype="fp32")
+    inputs = _inputs(m)
+    want = evaluate(m, inputs)[m.outputs[0]]
+    with Runtime(m) as rt:
+        for k, v in inputs.items():
+            rt.set(k, v)
+        for i in range(1, 4):
+            rt.run(7)
+            rt.wait()
+            assert rt.iterations_done == 7 * i
+            np.testing.assert_allclose(rt.get(m.tensors[m.outputs[0]].name), want, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("path", ["sm", "engine"])
+@pytest.mark.parametrize("nbytes", [8192, 1 << 20])
+def test_copy_to_pinned_host_from_the_kernel(gpu, path, nbytes):
+    from ark_runtime import models
+    from ark_runtime.runtime import Runtime
+
+    m = models.copy_out(nbytes)
+    x = np.random.default_rng(1).standard_normal(nbytes // 4).astype(np.float32)
+    if path == "engine":
+        from host.provider import CudaProvider
+
+        if CudaProvider().unavailable_reason():
+            pytest.skip(f"software-cuda cannot run here: {CudaProvider().unavailable_reason()}")
+    with Runtime(m, copy_path=path) as rt:
+        rt.set("x", x)
+        rt.run(3)
+        rt.wait()
+        out = m.tensors[m.outputs[0]]
+        assert out.placement == "host"
+        np.testing.assert_array_equal(rt.get(out.name), x)
+        (r,) = rt.report()
+        assert r.bytes == nbytes and r.time_us > 0
+        assert r.path == ("sm" if path == "sm" else "engine:software-cuda")
+        assert r.uses_sms == (path == "sm")
+
+
+def test_bound_arrays_are_used_without_a_copy(gpu):
+    import cupy
+
+    from ark_runtime.runtime import Runtime
+
+    m = Model("bound")
+    x = m.input("x", (64, 96), "fp32")
+    m.output(m.unary("neg", x))
+    xs = cupy.arange(64 * 96, dtype=cupy.float32).reshape(64, 96)
+    ys = cupy.zeros((64, 96), cupy.float32)
+    with Runtime(m, bind={"x": xs, "neg0": ys}) as rt:
+        assert rt.address("x") == xs.data.ptr
+        rt.run()
+        rt.wait()
+        assert bool((ys == -xs).all())
+        xs += 1  # the next iteration reads the new values in place
+        rt.run()
+        rt.wait()
+        assert bool((ys == -xs).all())
+
+
+def test_torch_tensors_bind_through_dlpack(gpu):
+    torch = pytest.importorskip("torch")
+    from ark_runtime.runtime import Runtime
+
+    m = Model("torch")
+    a = m.input("a", (33, 64), "bf16")
+    w = m.input("w", (64, 48), "bf16")
+    m.output(m.matmul(a, w))
+    ta = torch.randn(33, 64, device="cuda", dtype=torch.bfloat16)
+    tw = torch.randn(64, 48, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty(33, 48, device="cuda", dtype=torch.bfloat16)
+    torch.cuda.synchronize()
+    with Runtime(m, bind={"a": ta, "w": tw, "matmul0": out}) as rt:
+        rt.run()
+        rt.wait()
+    ref = ta.float() @ tw.float()
+    assert float((out.float() - ref).abs().max()) <= 0.05 * float(ref.abs().max())
+
+
+def test_bad_index_is_a_fault_naming_the_op_and_the_gpu_stays_usable(gpu):
+    from ark_runtime.runtime import LoopError, LoopFault, Runtime
+
+    m = Model("gather")
+    table, ids = m.input("table", (10, 32), "fp32"), m.input("ids", (40,), "int32")
+    m.output(m.embedding(table, ids))
+    rt = Runtime(m)
+    bad = np.arange(40, dtype=np.int32) % 10
+    bad[17] = 10
+    rt.set("ids", bad)
+    rt.run()
+    with pytest.raises(LoopFault, match=r"BAD_INDEX .*op 0 embedding.*row 17"):
+        rt.wait()
+    with pytest.raises(LoopError, match="stopped after a fault"):
+        rt.run()
+    rt.stop()
+    _check(_one_op("embedding", "fp32"))  # a new runtime runs
+
+
+def test_a_wait_that_is_never_satisfied_times_out_on_the_gpu(gpu):
+    from ark_runtime.runtime import LoopFault, Runtime
+
+    m = Model("waits")
+    x = m.input("x", (512, 1024), "fp32")
+    m.output(m.softmax(m.matmul(x, m.input("w", (1024, 1024), "fp32"))))
+    rt = Runtime(m, budget_s=0.2)
+    ins = rt._arrays["ins"].get()
+    waits = np.nonzero(ins[:, 0] == 2)[0]
+    assert len(waits), "the plan has no cross-SM wait to plant a fault in"
+    ins[waits[0], 2] = 1000  # wait for iteration 1000's write: never comes
+    rt._arrays["ins"].set(ins)
+    rt.run()
+    with pytest.raises(LoopFault, match=r"TIMEOUT .*waited .* ms for"):
+        rt.wait(timeout=30)
+    rt.stop()
+
+
+def test_the_host_side_timeout_stops_the_kernel(gpu):
+    from ark_runtime.runtime import LoopError, LoopTimeout, Runtime
+
+    m = Model("slow")
+    x = m.input("x", (512, 1024), "fp32")
+    m.output(m.softmax(m.matmul(x, m.input("w", (1024, 1024), "fp32"))))
+    rt = Runtime(m, budget_s=60)
+    ins = rt._arrays["ins"].get()
+    ins[np.nonzero(ins[:, 0] == 2)[0][0], 2] = 1000
+    rt._arrays["ins"].set(ins)
+    rt.run()
+    with pytest.raises(LoopTimeout, match="0 of 1 iterations done"):
+        rt.wait(timeout=0.5)
+    assert rt.state == "stopped after a timeout"
+    with pytest.raises(LoopError):
+        rt.run()
+    rt.stop()
+
+
+def test_hostile_calls_get_clear_errors(gpu):
+    from ark_runtime.model import ModelError
+    from ark_runtime.runtime import LoopError, Runtime
+
+    m = Model("h")
+    x = m.input("x", (4, 8), "fp32")
+    m.output(m.unary("neg", x))
+    with pytest.raises(LoopError, match="sms="):
+        Runtime(m, sms=100000)
+    import cupy
+
+    with pytest.raises(LoopError, match="holds 4 bytes"):
+        Runtime(m, bind={"x": cupy.zeros(1, cupy.float32)})
+    with pytest.raises(LoopError, match="is float16"):
+        Runtime(m, bind={"x": cupy.zeros((4, 8), cupy.float16)})
+    with Runtime(m) as rt:
+        with pytest.raises(ModelError, match="is \\(4, 8\\)"):
+            rt.set("x", np.zeros((8, 4)))
+        with pytest.raises(LoopError, match="no tensor"):
+            rt.get("nope")
+        for bad in (0, -1, 1.5, True):
+            with pytest.raises(LoopError, match="iterations"):
+                rt.run(bad)
+        assert math.isfinite(rt.get("x").sum())
