@@ -54,7 +54,8 @@ def cuda_include_dir() -> Path | None:
         if os.environ.get(env):
             candidates.append(Path(os.environ[env]) / "include")
     candidates.append(Path("/usr/local/cuda/include"))
-    return next((c for c in candidates if (c / "cuda_bf16.h").is_file() and (c / "mma.h").is_file()), None)
+    needed = ("cuda_bf16.h", "mma.h", "crt/mma.h")
+    return next((c for c in candidates if all((c / n).is_file() for n in needed)), None)
 
 
 def options(extra: tuple[str, ...] = ()) -> tuple[str, ...]:
