@@ -214,7 +214,7 @@ class Runtime:
         from driver.dtypes import QUEUE_DTYPE
 
         queue = self._queue.handle() if self._queue is not None else np.zeros(1, QUEUE_DTYPE)
-        blocks = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(self._fn.ptr, THREADS,
+        blocks = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(self._fn.kernel.ptr, THREADS,
                                                                              self.source.smem_bytes)
         if blocks < 1:
             raise LoopError(f"the loop kernel of {self.model.name!r} does not fit on an SM ({THREADS} threads, "
