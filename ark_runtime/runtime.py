@@ -92,7 +92,7 @@ class Runtime:
         self.device_name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         self.plan: Plan = build_plan(model, DeviceSpec(num_sms=num_sms))
         self.source = generate(model, self.plan)
-        module = compile.load(self.source.text, extra=(f"-I{INCLUDE_DIR}",))
+        module = compile.load(self.source.text, extra=(f"-I{INCLUDE_DIR}",), cooperative=True)
         self._check_layout(module)
         self._fn = module.get_function("ark_loop")
         if self.source.smem_bytes > 48 * 1024:
@@ -222,8 +222,7 @@ class Runtime:
         cupy.cuda.runtime.deviceSynchronize()  # every bound input written before the kernel reads it
         self._stream = cupy.cuda.Stream(non_blocking=True)
         with self._stream:
-            self._fn((self.plan.num_sms,), (THREADS,), (args, queue), shared_mem=self.source.smem_bytes,
-                     enable_cooperative_groups=True)
+            self._fn((self.plan.num_sms,), (THREADS,), (args, queue), shared_mem=self.source.smem_bytes)
         self._args = args
         self._go = 0
         self._state = "running"

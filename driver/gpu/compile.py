@@ -98,16 +98,17 @@ def nvcc_cubin(source: str, arch: str = DEFAULT_ARCH, extra: tuple[str, ...] = (
 _modules: dict[str, object] = {}
 
 
-def load(source: str, extra: tuple[str, ...] = ()):
-    """A cupy.RawModule for the current GPU, compiled once per (source, headers, options)."""
+def load(source: str, extra: tuple[str, ...] = (), cooperative: bool = False):
+    """A cupy.RawModule for the current GPU, compiled once per (source, headers, options). `cooperative`:
+    its kernels launch with cuLaunchCooperativeKernel (every CTA resident at once, or the launch fails)."""
     import cupy
 
     keyed = _keyed(source)
     opts = options(extra)
-    key = hashlib.sha256("\0".join((keyed, *opts, str(cupy.cuda.Device().id))).encode()).hexdigest()
+    key = hashlib.sha256("\0".join((keyed, *opts, str(cooperative), str(cupy.cuda.Device().id))).encode()).hexdigest()
     module = _modules.get(key)
     if module is None:
-        module = cupy.RawModule(code=keyed, options=opts)
+        module = cupy.RawModule(code=keyed, options=opts, enable_cooperative_groups=cooperative)
         try:
             module.compile()
         except cupy.cuda.compiler.CompileException as exc:
