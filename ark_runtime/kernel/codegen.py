@@ -161,7 +161,7 @@ __device__ unsigned long long copy_tile(const Program& p, const arkdma_queue& q,
 }
 }  // namespace ark
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1) ark_loop(ark::Program p, arkdma_queue q) {
+extern "C" __global__ void __launch_bounds__(THREADS, 2) ark_loop(ark::Program p, arkdma_queue q) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int begin = p.stream_start[blockIdx.x], end = p.stream_start[blockIdx.x + 1];
   for (unsigned long long it = 0;; ++it) {
