@@ -8,13 +8,21 @@ again by writing a word in mapped memory, with no kernel launch per run.
         y = rt.get("out")         # NumPy (float32 for bf16)
 
 States: launched -> (run / wait)* -> stopped; a fault or a timeout stops the kernel, the GPU stays usable,
-and the Runtime refuses further runs. While a Runtime is live, freeing CUDA memory (cudaFree,
-cudaFreeHost) waits for the kernel: keep allocations alive, or stop() first.
+and the Runtime refuses further runs. run() first waits for the work queued on the caller's current stream
+(CuPy's, and PyTorch's once it is in use), so inputs written by other kernels are in place when the resident
+kernel reads them.
+
+While the kernel is resident, CUDA calls that wait for the whole device wait for it: freeing memory
+(cudaFree, cudaFreeHost) and loading a module, which includes a kernel's first launch (lazy loading) and
+any new CuPy or PyTorch kernel. Launch the other kernels a program needs once before the Runtime starts, keep
+allocations alive, or stop() first. One Runtime per process runs at a time for the same reason.
 """
 
 from __future__ import annotations
 
+import sys
 import time
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +30,7 @@ import numpy as np
 from ark_runtime.host_values import from_bits, to_bits
 from ark_runtime.kernel.codegen import INCLUDE_DIR, THREADS, generate
 from ark_runtime.kernel.program import build_program
-from ark_runtime.kernel.records import CONTROL_DTYPE, FAULT_NAMES, PROGRAM_DTYPE, expected_offsets
+from ark_runtime.kernel.records import CONTROL_DTYPE, FAULT_NAMES, PROGRAM_DTYPE, RING, expected_offsets
 from ark_runtime.model import Model, ModelError
 from ark_runtime.plan import Plan, build_plan
 from ark_runtime.scheduler import DeviceSpec
@@ -54,6 +62,8 @@ class TransferReport:
     uses_sms: bool
 
 
+_RESIDENT: weakref.WeakSet = weakref.WeakSet()  # runtimes whose kernel is on the GPU now
+
 _DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "int32": "int32"}
 
 
@@ -82,6 +92,10 @@ class Runtime:
         if unknown:
             raise LoopError(f"bind names {', '.join(unknown)}, which model {model.name!r} has no tensor called")
         require_gpu()
+        for other in list(_RESIDENT):
+            if other._state == "running":
+                raise LoopError(f"the loop kernel of model {other.model.name!r} is still resident; stop() that "
+                                "Runtime first (CUDA cannot load another module while it runs)")
         self.model = model
         self._cupy = cupy
         self._state = "starting"
@@ -98,6 +112,7 @@ class Runtime:
         if self.source.smem_bytes > 48 * 1024:
             self._fn.max_dynamic_shared_size_bytes = self.source.smem_bytes
         self._keep: list = []
+        self._io = cupy.cuda.Stream(non_blocking=True)  # set() and get(): never ordered behind the loop kernel
         self._tensors = [self._memory(t, bind.get(t.name)) for t in model.tensors]
         self._engine = self._device = self._queue = None
         self._copies = np.zeros((max(len(model.ops), 1), 4), np.int32)
@@ -198,7 +213,7 @@ class Runtime:
         self._arrays = {
             "ins": dev(prog.ins), "stream_start": dev(prog.stream_start), "tiles": dev(prog.tiles),
             "tile_cols": dev(prog.tile_cols), "groups": dev(prog.groups), "members": dev(prog.members),
-            "counters": cupy.zeros(max(prog.num_counters, 1), cupy.uint64), "finished": cupy.zeros(1, cupy.uint64),
+            "counters": cupy.zeros(max(prog.num_counters, 1), cupy.uint64), "finished": cupy.zeros(RING + 1, cupy.uint64),
             "fault_flag": cupy.zeros(1, cupy.uint32),
             "tensors": dev(np.array([p for p, _, _ in self._tensors], np.uint64)),
             "dma_ns": cupy.zeros(2 * len(self.plan.tiles), cupy.uint64), "copies": dev(self._copies),
@@ -226,6 +241,7 @@ class Runtime:
         self._args = args
         self._go = 0
         self._state = "running"
+        _RESIDENT.add(self)
 
     # --- tensors ---------------------------------------------------------------------------------
     def _tensor(self, name: str):
@@ -238,18 +254,23 @@ class Runtime:
         """Write a tensor from a host value (NumPy, lists), between runs."""
         self._idle("set")
         t = self._tensor(name)
-        bits = to_bits(t, value)
-        ptr, _, kind = self._tensors[t.id]
-        self._cupy.cuda.runtime.memcpy(ptr, bits.ctypes.data, t.nbytes, self._cupy.cuda.runtime.memcpyDefault)
+        bits = np.ascontiguousarray(to_bits(t, value))
+        self._copy(self._tensors[t.id][0], bits.ctypes.data, t.nbytes)
 
     def get(self, name: str) -> np.ndarray:
         """A tensor's values as NumPy (bf16 as float32), between runs."""
         self._idle("get")
         t = self._tensor(name)
         raw = np.empty(t.nbytes, np.uint8)
-        ptr, _, _ = self._tensors[t.id]
-        self._cupy.cuda.runtime.memcpy(raw.ctypes.data, ptr, t.nbytes, self._cupy.cuda.runtime.memcpyDefault)
+        self._copy(raw.ctypes.data, self._tensors[t.id][0], t.nbytes)
         return from_bits(t, raw)
+
+    def _copy(self, dst: int, src: int, nbytes: int) -> None:
+        """A copy that has landed when this returns (a cudaMemcpy from pageable memory returns once the bytes
+        are staged, before they reach the GPU), on a stream of its own (never behind the loop kernel)."""
+        rt = self._cupy.cuda.runtime
+        rt.memcpyAsync(dst, src, nbytes, rt.memcpyDefault, self._io.ptr)
+        self._io.synchronize()
 
     def address(self, name: str) -> int:
         return self._tensors[self._tensor(name).id][0]
@@ -265,8 +286,16 @@ class Runtime:
             raise LoopError(f"iterations must be a positive int, not {iterations!r}")
         if self._state != "running":
             raise LoopError(f"the runtime is {self._state}; make a new Runtime")
+        self._caller_work_done()
         self._go += iterations
         self.control["go"] = self._go
+
+    def _caller_work_done(self) -> None:
+        """Wait for what the caller queued on its current stream: the kernel reads bound inputs at once."""
+        self._cupy.cuda.get_current_stream().synchronize()
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
+            torch.cuda.current_stream().synchronize()
 
     def wait(self, timeout: float = 30.0) -> None:
         """Until every queued iteration is done; LoopFault or LoopTimeout (the kernel stopped) otherwise."""
@@ -335,6 +364,7 @@ class Runtime:
                                 "being stopped; the GPU may need a reset")
             time.sleep(1e-4)
         self._stream.synchronize()
+        _RESIDENT.discard(self)
 
     def stop(self) -> None:
         """Let the kernel leave (after the iterations queued) and free what the runtime opened. Idempotent."""

@@ -167,7 +167,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ark_loop(ark::Program p
   for (unsigned long long it = 0;; ++it) {
     int stop = 0;
     if (threadIdx.x == 0) {
-      while (ark::load_host(&p.control->go) <= it) {
+      // the host's go, and no more than RING iterations ahead of the slowest CTA (its arrival slot is free)
+      while (ark::load_host(&p.control->go) <= it || it >= ark::load_acquire_gpu(p.finished + ark::RING) + ark::RING) {
         if (ark::stopping(p)) {
           stop = 1;
           break;
@@ -195,18 +196,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ark_loop(ark::Program p
     }
     if (__syncthreads_or(stop)) break;
     if (threadIdx.x == 0) {
+      // the slot's k-th use (iteration it = slot + k * RING) is complete at (k + 1) * gridDim.x arrivals
       __threadfence();
-      const unsigned long long n = atomicAdd(p.finished, 1ull) + 1ull;
-      if (n == (it + 1) * gridDim.x) {
+      const unsigned long long n = atomicAdd(p.finished + it % ark::RING, 1ull) + 1ull;
+      if (n == (it / ark::RING + 1) * gridDim.x) {
         __threadfence_system();
+        atomicMax(p.finished + ark::RING, it + 1);
         *(volatile unsigned long long*)&p.control->done = it + 1;
         __threadfence_system();
       }
     }
-  }
-  if (threadIdx.x == 0) {
-    __threadfence_system();
-    atomicAdd_system(&p.control->exited, 1ull);
   }
 }
 """

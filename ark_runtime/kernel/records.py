@@ -11,8 +11,8 @@ CONTROL_DTYPE = np.dtype([
     ("go", "<u8"), ("stop", "<u8"), ("done", "<u8"),
     ("fault", "<u4"), ("fault_sm", "<u4"), ("fault_tile", "<i4"), ("fault_counter", "<i4"),
     ("fault_expected", "<u8"), ("fault_observed", "<u8"), ("fault_detail", "<u8"),
-    ("exited", "<u8"),
 ])
+RING = 64  # loop.cuh: iterations one CTA may run ahead of the slowest (slots of the `finished` array)
 
 PROGRAM_POINTERS = ("ins", "stream_start", "tiles", "tile_cols", "groups", "members", "counters", "finished",
                     "fault_flag", "tensors", "dma_ns", "copies")
@@ -29,6 +29,7 @@ def layout_checks() -> list[str]:
     for cname, dtype in (("ark::Control", CONTROL_DTYPE), ("ark::Program", PROGRAM_DTYPE)):
         out.append(f'static_assert(sizeof({cname}) == {dtype.itemsize}, "{cname} differs from records.py");')
         fields += [(cname, name) for name in dtype.names]
+    out.append(f'static_assert(ark::RING == {RING}, "ark::RING differs from records.py");')
     body = "\n".join(f"  out[{i}] = (unsigned long long)((const char*)&{'c' if cname == 'ark::Control' else 'p'}.{name} - "
                      f"(const char*)&{'c' if cname == 'ark::Control' else 'p'});" for i, (cname, name) in enumerate(fields))
     out.append('extern "C" __global__ void ark_layout(unsigned long long* out) {\n'

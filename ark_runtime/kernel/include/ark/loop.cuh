@@ -3,7 +3,9 @@
  *
  * Launched once, one CTA per SM (a cooperative launch: all CTAs resident). Iteration i runs when the host
  * has raised `go` above i; each CTA plays its stream (wait / run / signal), then the last CTA to finish the
- * iteration publishes `done = i + 1`. A counter only grows: a tile's counter reads i + 1 once the tile ran
+ * iteration publishes `done = i + 1`. CTAs are not held in step: one may run up to RING iterations ahead of
+ * the slowest, because iteration i's arrivals are counted in slot i % RING (the bound keeps two iterations
+ * from sharing a slot, and makes the publishers of `done` write it in order). A counter only grows: a tile's counter reads i + 1 once the tile ran
  * in iteration i, so a wait is "counter >= i + delta" and nothing is ever reset.
  *
  * Every wait is bounded (budget_ns of globaltimer) and watches the host's stop word and the fault word: a
@@ -30,8 +32,9 @@ struct Control {
   int fault_tile;           // the tile that faulted or waited, -1 when none
   int fault_counter;        // the counter waited on, -1 when none
   unsigned long long fault_expected, fault_observed, fault_detail;
-  unsigned long long exited;  // CTAs that have left the kernel
 };
+
+constexpr int RING = 64;
 
 /* In GPU memory, built by the host from the plan (ark_runtime/kernel/program.py). */
 struct Program {
@@ -42,7 +45,7 @@ struct Program {
   const int2* groups;         // per counter: first member, member count (0: a tile counter, its own word)
   const int* members;         // the tile counters of every op group
   unsigned long long* counters;
-  unsigned long long* finished;  // CTAs that finished an iteration, in all
+  unsigned long long* finished;  // [RING] CTAs that finished iteration i, in slot i % RING; [RING] iterations done
   unsigned int* fault_flag;   // non-zero once any CTA faulted (GPU memory: cheap to watch)
   void* const* tensors;       // per tensor id: its address
   unsigned long long* dma_ns; // per tile: start and end of its last copy (globaltimer)
