@@ -60,11 +60,22 @@ def copy_out(nbytes: int) -> Model:
     return m
 
 
+def dependent_tasks(tasks: int = 1000, cols: int = 256) -> Model:
+    """`tasks` one-tile ops, each reading the one before (a chain of dependencies; placed round-robin on two
+    SMs, every edge is a cross-SM wait)."""
+    m = Model(f"tasks{tasks}")
+    x = m.input("x", (1, cols), "fp32")
+    for _ in range(tasks):
+        x = m.unary("neg", x)
+    m.output(x)
+    return m
+
+
 NAMED: dict[str, Callable[[], Model]] = {
     "chain64": chain,
     "mlp-b1": lambda: mlp(1), "mlp-b8": lambda: mlp(8), "mlp-b64": lambda: mlp(64),
     "block-s128": lambda: transformer_block(128), "block-s512": lambda: transformer_block(512),
-    "matmul8192": matmul,
+    "matmul8192": matmul, "tasks1000": dependent_tasks,
     "copy8k": lambda: copy_out(8192), "copy1m": lambda: copy_out(1 << 20),
 }
 

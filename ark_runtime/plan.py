@@ -144,8 +144,9 @@ def _streams(tiles: list[Tile], deps: list[tuple[int, ...]],
     return counters, streams
 
 
-def build_plan(model: Model, device: DeviceSpec | None = None) -> Plan:
-    """Tiles, their placement and the streams with their counters; raises PlanError if an invariant fails."""
+def build_plan(model: Model, device: DeviceSpec | None = None, placement: str = "cost") -> Plan:
+    """Tiles, their placement (scheduler.PLACEMENTS) and the streams with their counters; raises PlanError if
+    an invariant fails."""
     from ark_runtime.plan_check import check
 
     device = device or DeviceSpec()
@@ -153,13 +154,16 @@ def build_plan(model: Model, device: DeviceSpec | None = None) -> Plan:
         raise PlanError(f"model {model.name!r} has no ops to plan")
     tiles = tile_model(model, device.num_sms)
     deps = dependencies(model, tiles)
-    placement = place(tiles, deps, device)
-    counters, streams = _streams(tiles, deps, placement)
+    try:
+        where = place(tiles, deps, device, placement)
+    except ValueError as exc:
+        raise PlanError(str(exc)) from None
+    counters, streams = _streams(tiles, deps, where)
     streams += [[] for _ in range(device.num_sms - len(streams))]
     plan = Plan(model.as_json(), device.as_json(), [t.as_json() for t in tiles], [list(d) for d in deps],
                 [c.as_json() for c in counters], streams,
-                {"sm": list(placement.sm), "start_ns": list(placement.start_ns),
-                 "finish_ns": list(placement.finish_ns), "makespan_ns": placement.makespan_ns})
+                {"placement": placement, "sm": list(where.sm), "start_ns": list(where.start_ns),
+                 "finish_ns": list(where.finish_ns), "makespan_ns": where.makespan_ns})
     problems = check(plan)
     if problems:
         raise PlanError(f"the plan of {model.name!r} breaks {len(problems)} invariant(s): " + "; ".join(problems[:5]))

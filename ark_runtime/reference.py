@@ -59,6 +59,12 @@ def apply(op: Op, args: list[np.ndarray]) -> np.ndarray:
         return UNARY_FNS[op.fn](args[0])
     if op.kind == "binary":
         return BINARY_FNS[op.fn](args[0], args[1])
+    if op.kind == "fused":
+        values: list[np.ndarray] = []
+        for fn, *refs in op.attr("steps"):
+            xs = [args[j] if where == "in" else values[j] for where, j in refs]
+            values.append(UNARY_FNS[fn](*xs) if fn in UNARY_FNS else BINARY_FNS[fn](*xs))
+        return values[-1]
     if op.kind == "reduce":
         return REDUCE_FNS[op.fn](args[0], axis=-1, keepdims=True)
     if op.kind == "softmax":

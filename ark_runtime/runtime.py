@@ -27,12 +27,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ark_runtime.fusion import fuse
 from ark_runtime.host_values import from_bits, to_bits
 from ark_runtime.kernel.codegen import INCLUDE_DIR, THREADS, generate
 from ark_runtime.kernel.program import build_program
 from ark_runtime.kernel.records import CONTROL_DTYPE, FAULT_NAMES, PROGRAM_DTYPE, RING, expected_offsets
 from ark_runtime.model import Model, ModelError
-from ark_runtime.plan import Plan, build_plan
+from ark_runtime.plan import Plan, PlanError, build_plan
 from ark_runtime.scheduler import DeviceSpec
 
 SM_COPY_MAX = 64 * 1024  # "auto" copies up to this many bytes with the CTA's own stores; larger ones by DMA
@@ -74,7 +75,7 @@ def _dtype_of(obj) -> str | None:
 
 class Runtime:
     def __init__(self, model: Model, *, engine: str | None = "auto", bind: dict | None = None,
-                 sms: int | None = None, budget_s: float = 10.0, copy_path: str = "auto"):
+                 sms: int | None = None, budget_s: float = 10.0, copy_path: str = "auto", placement: str = "cost"):
         import cupy
 
         from driver.gpu import compile
@@ -96,7 +97,12 @@ class Runtime:
             if other._state == "running":
                 raise LoopError(f"the loop kernel of model {other.model.name!r} is still resident; stop() that "
                                 "Runtime first (CUDA cannot load another module while it runs)")
-        self.model = model
+        self.source_model = model
+        self.model = model = fuse(model)  # what runs: elementwise chains as single ops (fusion.py)
+        gone = sorted(set(bind) - {t.name for t in model.tensors})
+        if gone:
+            raise LoopError(f"bind names {', '.join(gone)}, which the kernel keeps in registers only (fused into "
+                            "an elementwise chain); bind the chain's inputs and result, or make it a model output")
         self._cupy = cupy
         self._state = "starting"
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
@@ -104,7 +110,10 @@ class Runtime:
         if isinstance(num_sms, bool) or not isinstance(num_sms, int) or not 1 <= num_sms <= props["multiProcessorCount"]:
             raise LoopError(f"sms={sms!r}: this GPU has {props['multiProcessorCount']} SMs; give 1..that many")
         self.device_name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-        self.plan: Plan = build_plan(model, DeviceSpec(num_sms=num_sms))
+        try:
+            self.plan: Plan = build_plan(model, DeviceSpec(num_sms=num_sms), placement)
+        except PlanError as exc:
+            raise LoopError(str(exc)) from None
         self.source = generate(model, self.plan)
         module = compile.load(self.source.text, extra=(f"-I{INCLUDE_DIR}",), cooperative=True)
         self._check_layout(module)
@@ -213,7 +222,8 @@ class Runtime:
         self._arrays = {
             "ins": dev(prog.ins), "stream_start": dev(prog.stream_start), "tiles": dev(prog.tiles),
             "tile_cols": dev(prog.tile_cols), "groups": dev(prog.groups), "members": dev(prog.members),
-            "counters": cupy.zeros(max(prog.num_counters, 1), cupy.uint64), "finished": cupy.zeros(RING + 1, cupy.uint64),
+            "counters": cupy.zeros(max(prog.num_counters, 1), cupy.uint64), "finished": cupy.zeros(RING + 3, cupy.uint64),
+            "done_ns": cupy.zeros(RING, cupy.uint64),
             "fault_flag": cupy.zeros(1, cupy.uint32),
             "tensors": dev(np.array([p for p, _, _ in self._tensors], np.uint64)),
             "dma_ns": cupy.zeros(2 * len(self.plan.tiles), cupy.uint64), "copies": dev(self._copies),
@@ -248,6 +258,9 @@ class Runtime:
         for t in self.model.tensors:
             if t.name == name:
                 return t
+        if any(t.name == name for t in self.source_model.tensors):
+            raise LoopError(f"tensor {name!r} is computed in registers inside a fused elementwise chain and never "
+                            "stored; make it a model output (m.output(...)) to read it")
         raise LoopError(f"model {self.model.name!r} has no tensor {name!r}")
 
     def set(self, name: str, value) -> None:
@@ -395,6 +408,15 @@ class Runtime:
                                       self.model.tensors[op.output].nbytes, max(end - start, 0) / 1e3,
                                       self._paths[op.id] == "sm"))
         return out
+
+    def iteration_ns(self) -> np.ndarray:
+        """When each of the last (up to RING) iterations was done, by the GPU's clock (ns), oldest first: the
+        differences are the time per iteration with no host on the path."""
+        self._idle("iteration_ns")
+        done = self.iterations_done
+        ring = self._arrays["done_ns"].get()
+        its = range(max(0, done - RING), done)
+        return np.array([int(ring[i % RING]) for i in its], np.int64)
 
     @property
     def iterations_done(self) -> int:

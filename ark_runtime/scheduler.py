@@ -52,8 +52,15 @@ class Placement:
         return max(self.finish_ns, default=0.0)
 
 
-def place(tiles: list[Tile], deps: list[tuple[int, ...]], device: DeviceSpec) -> Placement:
-    """Tiles in order (the model's op order is a topological order) onto the SM where each starts first."""
+PLACEMENTS = ("cost", "round-robin")
+
+
+def place(tiles: list[Tile], deps: list[tuple[int, ...]], device: DeviceSpec, policy: str = "cost") -> Placement:
+    """Tiles in order (the model's op order is a topological order) onto the SM where each starts first
+    ("cost"), or tile i onto SM i mod num_sms ("round-robin": every dependency of a chain crosses SMs, which
+    is what a benchmark of the cross-SM wait wants)."""
+    if policy not in PLACEMENTS:
+        raise ValueError(f"placement {policy!r} is not one of {', '.join(PLACEMENTS)}")
     n = device.num_sms
     free = [0.0] * n
     sm, start, finish = [0] * len(tiles), [0.0] * len(tiles), [0.0] * len(tiles)
@@ -64,7 +71,7 @@ def place(tiles: list[Tile], deps: list[tuple[int, ...]], device: DeviceSpec) ->
             ready_local[sm[p]] = max(ready_local.get(sm[p], 0.0), finish[p])
             ready_remote = max(ready_remote, finish[p] + device.sync_ns)
         best, best_start = 0, float("inf")
-        for s in range(n):
+        for s in ([t.id % n] if policy == "round-robin" else range(n)):
             # the deps on SM s cost nothing more; every other dep costs a synchronisation
             others = max((finish[p] + device.sync_ns for p in deps[t.id] if sm[p] != s), default=0.0) \
                 if s in ready_local else ready_remote

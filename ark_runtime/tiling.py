@@ -108,11 +108,12 @@ def op_tiles(model: Model, op: Op, first_id: int, num_sms: int) -> list[Tile]:
         tiles.append(Tile(first_id + len(tiles), op.id, len(tiles), Region(out.id, r0, r1, c0, c1), tuple(reads),
                           nbytes, flops, dma))
 
-    if op.kind in ("unary", "binary", "rope"):
+    if op.kind in ("unary", "binary", "rope", "fused"):
+        steps = len(op.attr("steps", ())) or 1
         for r0, r1, c0, c1 in _elementwise_blocks(out, num_sms, pairs=op.kind == "rope"):
             n = (r1 - r0) * (c1 - c0)
             reads = [_read_like(t, out, r0, r1, c0, c1) for t in ins]
-            add(r0, r1, c0, c1, reads, n * esize * (len(ins) + 1), n * (8 if op.kind == "unary" else 1))
+            add(r0, r1, c0, c1, reads, n * esize * (len(ins) + 1), n * 8 * steps)
     elif op.kind in ("reduce", "softmax", "layernorm", "rmsnorm"):
         x = ins[0]
         for r0, r1, _, _ in _row_blocks(out, num_sms):

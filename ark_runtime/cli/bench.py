@@ -43,6 +43,16 @@ def register(sub) -> None:
                    help="PNG (default out/bench_interference.png)")
     i.set_defaults(func=run_interference)
 
+    lp = bsub.add_parser("loop", help="the loop-kernel runtime beside PyTorch eager, CUDA graphs and torch.compile")
+    lp.add_argument("--cases", default="a,b,c,d,e,f",
+                    help="comma-separated cases: a chain64, b MLP, c transformer block, d dependent tasks, "
+                         "e 8192^3 matmul, f copies to pinned host (default: all)")
+    lp.add_argument("--no-compile", action="store_true", help="leave out the torch.compile baselines (slow to build)")
+    lp.add_argument("--quick", action="store_true", help="smaller shapes and fewer repeats (a smoke run)")
+    lp.add_argument("--json", type=Path, help="write device, torch version and rows as JSON here")
+    lp.add_argument("--plot", type=Path, default=Path("out/bench_loop.png"), help="PNG (default out/bench_loop.png)")
+    lp.set_defaults(func=run_loop)
+
 
 def _need_gpu() -> None:
     from driver.gpu.launch import gpu_unavailable_reason
@@ -197,4 +207,55 @@ def run_interference(args, console: Console | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result.as_json(), indent=1))
         console.print(f"json: {args.json}")
+    return 0
+
+
+def loop_table(result) -> Table:
+    t = Table(title=f"loop kernel against PyTorch on {result.device} (torch {result.torch}), us per iteration")
+    for col in ("case", "model", "arkdma (p10-p90)", "round trip", "eager", "CUDA graph", "compile", "x best torch",
+                "path / copy us", "check"):
+        t.add_column(col, justify="left" if col in ("case", "model", "path / copy us") else "right")
+    fmt = lambda v: "-" if v is None else f"{v:,.1f}"  # noqa: E731
+    for r in result.rows:
+        extra = f"{r.path} {r.copy_us:.1f}" if r.path else (f"{r.per_edge_us:.2f}/edge" if r.per_edge_us else "")
+        t.add_row(r.case, r.model, f"{r.arkdma_us:,.1f} ({r.arkdma_p10_us:,.1f}-{r.arkdma_p90_us:,.1f})",
+                  fmt(r.roundtrip_us), fmt(r.eager_us), fmt(r.graph_us), fmt(r.compile_us),
+                  f"{r.ratio_to_best_torch:.2f}", extra,
+                  f"ok {r.max_rel_err:.1e}" if r.ok else f"[red]WRONG {r.max_rel_err:.2e}[/red]")
+    return t
+
+
+def run_loop(args, console: Console | None = None) -> int:
+    console = console or _console()
+    from bench import loop
+
+    cases = tuple(c for c in args.cases.split(",") if c)
+    bad = [c for c in cases if c not in loop.CASES]
+    if bad or not cases:
+        raise ArkdmaError(f"unknown case(s) {', '.join(bad) or '(none given)'}; choose from {', '.join(loop.CASES)}")
+    _need_gpu()
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise EngineUnavailable(f"bench loop compares with PyTorch, which is not installed here: {exc}") from None
+    config = loop.LoopConfig(cases=cases, compile=not args.no_compile, quick=args.quick)
+    if args.quick:
+        config = replace(config, reps=10, samples=3)
+    with _progress(console) as progress:
+        task = progress.add_task("starting", total=None)
+        result = loop.run(config, lambda what: progress.update(task, description=what))
+    console.print(loop_table(result))
+    for r in result.rows:
+        for note in r.notes:
+            console.print(f"[yellow]note:[/yellow] {r.case} {r.model}: {note}")
+    loop.plot(result, args.plot)
+    console.print(f"plot: {args.plot}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result.as_json(), indent=1))
+        console.print(f"json: {args.json}")
+    wrong = [f"{r.case} {r.model}" for r in result.rows if not r.ok]
+    if wrong:
+        console.print(f"[red]results differ from PyTorch: {', '.join(wrong)}[/red]")
+        return 1
     return 0

@@ -22,23 +22,29 @@ def register(sub) -> None:
     p.add_argument("model", metavar="MODEL", help="a named model (see above)")
     p.add_argument("--sms", type=bounded_int(1, 1024, "SM count"), default=132,
                    help="SMs to plan for (default 132, an H100)")
+    p.add_argument("--placement", choices=("cost", "round-robin"), default="cost",
+                   help="cost: each tile where it starts first (default); round-robin: tile i on SM i mod SMs")
     p.add_argument("--json", type=output_file, default=None, metavar="FILE", help="write the plan as JSON")
     p.add_argument("--png", type=output_file, default=None, metavar="FILE", help="draw the plan's timeline")
     p.set_defaults(func=run_plan)
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    from ark_runtime.fusion import fuse
     from ark_runtime.model import ModelError
     from ark_runtime.models import named
     from ark_runtime.plan import PlanError, build_plan
     from ark_runtime.scheduler import DeviceSpec
 
     try:
-        plan = build_plan(named(args.model), DeviceSpec(num_sms=args.sms))
+        model = named(args.model)
+        runs = fuse(model)  # what the loop kernel runs
+        plan = build_plan(runs, DeviceSpec(num_sms=args.sms), args.placement)
     except (ModelError, PlanError) as exc:
         raise ArkdmaError(str(exc)) from exc
     stats = plan.stats()
-    print(f"{plan.model['name']}: " + ", ".join(f"{k} {v}" for k, v in stats.items()) + "; invariants hold")
+    fused = f" ({len(model.ops)} as written; elementwise chains fused)" if len(runs.ops) != len(model.ops) else ""
+    print(f"{plan.model['name']}: " + ", ".join(f"{k} {v}" for k, v in stats.items()) + f"{fused}; invariants hold")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(plan.as_json(), separators=(",", ":")))

@@ -102,6 +102,27 @@ class _Gen:
                 maps.append(name if s else "ark::Same")
             return (f"ark::binary_tile<ark::{BINARY_CODE[op.fn]}, {ct}, {maps[0]}, {maps[1]}>({x[0]}, {x[1]}, {o}, "
                     f"{out.cols}, {tile});")
+        if op.kind == "fused":
+            name = f"Fused{op.id}"
+            members, body = [], []
+            for j, t in enumerate(ins):
+                s = _broadcast_map(f"{name}In{j}", t, out)
+                if s:
+                    self.structs.append(s)
+                members.append(f"  const {CTYPE[t.dtype]}* in{j};")
+                body.append(f"    const float a{j} = ark::ld(in{j}, {f'{name}In{j}::at(f)' if s else 'f'});")
+            steps = op.attr("steps")
+            for k, (fn, *refs) in enumerate(steps):
+                xs = ", ".join(f"a{j}" if where == "in" else f"s{j}" for where, j in refs)
+                call = (f"ark::unary<ark::{UNARY_CODE[fn]}>({xs})" if fn in UNARY_CODE
+                        else f"ark::binary<ark::{BINARY_CODE[fn]}>({xs})")
+                body.append(f"    const float s{k} = {call};  // {fn}")
+            self.structs.append(f"struct {name} {{  // {len(steps)} elementwise ops in registers\n"
+                                + "\n".join(members) + "\n"
+                                "  __device__ __forceinline__ float operator()(long long f) const {\n"
+                                + "\n".join(body) + f"\n    return s{len(steps) - 1};\n  }}\n}};")
+            args = ", ".join(x)
+            return f"ark::map_tile({name}{{{args}}}, {o}, {out.cols}, {tile});"
         if op.kind == "reduce":
             return f"ark::reduce_rows<ark::{REDUCE_CODE[op.fn]}, {ct}>({x[0]}, {o}, {ins[0].cols}, r0, r1);"
         if op.kind == "softmax":
@@ -167,13 +188,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ark_loop(ark::Program p
   for (unsigned long long it = 0;; ++it) {
     int stop = 0;
     if (threadIdx.x == 0) {
-      // the host's go, and no more than RING iterations ahead of the slowest CTA (its arrival slot is free)
-      while (ark::load_host(&p.control->go) <= it || it >= ark::load_acquire_gpu(p.finished + ark::RING) + ark::RING) {
-        if (ark::stopping(p)) {
+      // the host's go (CTA 0 reads the host's words, the others its copies), and no more than RING
+      // iterations ahead of the slowest CTA (its arrival slot is free)
+      for (unsigned spins = 0;; ++spins) {
+        const unsigned long long go = blockIdx.x == 0 ? ark::forward_go(p)
+                                                      : ark::load_acquire_gpu(p.finished + ark::GO_SEEN);
+        if (go > it && it < ark::load_acquire_gpu(p.finished + ark::RING) + ark::RING) break;
+        if (ark::stopping(p) || ((blockIdx.x == 0 || (spins & 1023u) == 1023u) && ark::host_stop(p))) {
           stop = 1;
           break;
         }
-        __nanosleep(500);
+        __nanosleep(200);
       }
     }
     if (__syncthreads_or(stop)) break;
@@ -201,6 +226,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ark_loop(ark::Program p
       const unsigned long long n = atomicAdd(p.finished + it % ark::RING, 1ull) + 1ull;
       if (n == (it / ark::RING + 1) * gridDim.x) {
         __threadfence_system();
+        p.done_ns[it % ark::RING] = arkdma::now_ns();
         atomicMax(p.finished + ark::RING, it + 1);
         *(volatile unsigned long long*)&p.control->done = it + 1;
         __threadfence_system();

@@ -183,6 +183,8 @@ def test_independent_sms_run_far_ahead_and_done_still_counts_every_iteration(gpu
             rt.run(total - rt.iterations_done)
             rt.wait(timeout=30)
             assert rt.iterations_done == total
+        stamps = rt.iteration_ns()  # the GPU clock at each of the last RING iterations' end
+        assert len(stamps) == 64 and (np.diff(stamps) >= 0).all() and stamps[-1] > stamps[0]
 
 
 def test_one_resident_kernel_at_a_time(gpu):
@@ -319,6 +321,23 @@ def test_the_host_side_timeout_stops_the_kernel(gpu):
     with pytest.raises(LoopError):
         rt.run()
     rt.stop()
+
+
+def test_a_tensor_fused_away_is_named_when_asked_for(gpu):
+    import cupy
+
+    from ark_runtime.runtime import LoopError, Runtime
+
+    m = Model("fz")
+    x = m.input("x", (4, 8), "fp32")
+    a = m.unary("exp", x)
+    m.output(m.unary("neg", a))
+    with pytest.raises(LoopError, match="keeps in registers only"):
+        Runtime(m, bind={a.name: cupy.zeros((4, 8), cupy.float32)})
+    with Runtime(m) as rt:
+        assert [o.kind for o in rt.model.ops] == ["fused"]
+        with pytest.raises(LoopError, match="computed in registers"):
+            rt.get(a.name)
 
 
 def test_hostile_calls_get_clear_errors(gpu):

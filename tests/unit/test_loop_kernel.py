@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 
 from ark_runtime import models
+from ark_runtime.fusion import fuse
 from ark_runtime.host_values import from_bits, to_bits
 from ark_runtime.kernel.codegen import INCLUDE_DIR, generate
 from ark_runtime.kernel.program import INS_RUN, INS_SIGNAL, INS_WAIT, build_program
@@ -24,6 +25,7 @@ cupy = pytest.importorskip("cupy", reason="the gpu extra (CuPy, NVRTC) is not in
 def _compile(model: Model, sms: int = 132) -> bytes:
     from driver.gpu import compile
 
+    model = fuse(model)  # as the runtime runs it
     plan = build_plan(model, DeviceSpec(num_sms=sms))
     src = generate(model, plan)
     return compile.cubin(src.text, extra=(f"-I{INCLUDE_DIR}",), name=f"{model.name}.cu")

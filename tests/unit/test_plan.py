@@ -190,3 +190,16 @@ def test_plans_refuse_empty_models_bad_devices_and_foreign_json():
     with pytest.raises(ModelError, match="no model named"):
         named("gpt5")
     assert chain(4, 2, 8).ops and len(chain(4, 2, 8).ops) == 4
+
+
+def test_round_robin_placement_puts_every_edge_of_a_chain_across_sms():
+    from ark_runtime.models import dependent_tasks
+
+    plan = build_plan(dependent_tasks(40), DeviceSpec(num_sms=2), placement="round-robin")
+    sm = plan.estimate["sm"]
+    assert len(plan.tiles) == 40 and all(sm[t] == t % 2 for t in range(40))
+    waits = [i for s in plan.streams for i in s if i["op"] == "wait"]
+    assert sum(1 for w in waits if w["delta"] == 1) == 39  # one per edge
+    assert plan.estimate["placement"] == "round-robin"
+    with pytest.raises(PlanError, match="placement 'nearest' is not one of cost, round-robin"):
+        build_plan(dependent_tasks(4), DeviceSpec(num_sms=2), placement="nearest")

@@ -12,24 +12,50 @@ struct Same {
   static __device__ __forceinline__ long long at(long long flat) { return flat; }
 };
 
+constexpr int ILP = 4;  // elements per thread in flight: one load at a time leaves a tile waiting on latency
+
+/* out[flat] = fn(flat) over the tile; every thread computes ILP elements (their loads issued together)
+ * before it stores any. */
+template <typename T, typename Fn>
+__device__ void map_tile(const Fn& fn, T* out, int cols, int r0, int r1, int c0, int c1) {
+  const int w = c1 - c0;
+  const int n = (r1 - r0) * w;
+  for (int i0 = threadIdx.x; i0 < n; i0 += ILP * blockDim.x) {
+    long long f[ILP];
+    float v[ILP];
+#pragma unroll
+    for (int u = 0; u < ILP; ++u) {
+      const int i = i0 + u * (int)blockDim.x;
+      f[u] = i < n ? (long long)(r0 + i / w) * cols + c0 + i % w : -1;
+      v[u] = i < n ? fn(f[u]) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < ILP; ++u)
+      if (f[u] >= 0) st(out, f[u], v[u]);
+  }
+}
+
+template <int F, typename T, typename In>
+struct Unary {
+  const T* x;
+  __device__ __forceinline__ float operator()(long long f) const { return unary<F>(ld(x, In::at(f))); }
+};
+
+template <int F, typename T, typename A, typename B>
+struct Binary {
+  const T* a;
+  const T* b;
+  __device__ __forceinline__ float operator()(long long f) const { return binary<F>(ld(a, A::at(f)), ld(b, B::at(f))); }
+};
+
 template <int F, typename T, typename In>
 __device__ void unary_tile(const T* x, T* out, int cols, int r0, int r1, int c0, int c1) {
-  const int w = c1 - c0;
-  const long long n = (long long)(r1 - r0) * w;
-  for (long long i = threadIdx.x; i < n; i += blockDim.x) {
-    const long long flat = (long long)(r0 + i / w) * cols + c0 + i % w;
-    st(out, flat, unary<F>(ld(x, In::at(flat))));
-  }
+  map_tile(Unary<F, T, In>{x}, out, cols, r0, r1, c0, c1);
 }
 
 template <int F, typename T, typename A, typename B>
 __device__ void binary_tile(const T* a, const T* b, T* out, int cols, int r0, int r1, int c0, int c1) {
-  const int w = c1 - c0;
-  const long long n = (long long)(r1 - r0) * w;
-  for (long long i = threadIdx.x; i < n; i += blockDim.x) {
-    const long long flat = (long long)(r0 + i / w) * cols + c0 + i % w;
-    st(out, flat, binary<F>(ld(a, A::at(flat)), ld(b, B::at(flat))));
-  }
+  map_tile(Binary<F, T, A, B>{a, b}, out, cols, r0, r1, c0, c1);
 }
 
 /* x [..., S, D] with cos/sin [S, D/2]: the pair (2j, 2j+1) of row r turns by the angle of position r % S. */

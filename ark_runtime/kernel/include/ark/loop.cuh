@@ -8,7 +8,12 @@
  * from sharing a slot, and makes the publishers of `done` write it in order). A counter only grows: a tile's counter reads i + 1 once the tile ran
  * in iteration i, so a wait is "counter >= i + delta" and nothing is ever reset.
  *
- * Every wait is bounded (budget_ns of globaltimer) and watches the host's stop word and the fault word: a
+ * Host memory is read by one thread at a time, not polled by every CTA (132 pollers flood PCIe and slow every
+ * transfer to the host): CTA 0 forwards the host's go and stop into GPU words (`finished[RING + 1]`,
+ * `[RING + 2]`) whenever it waits for go; the other CTAs read those. A thread stuck in a wait also reads
+ * the host's stop itself, now and then, so a stop reaches every CTA whatever CTA 0 is doing.
+ *
+ * Every wait is bounded (budget_ns of globaltimer) and watches the stop word and the fault word: a
  * wait that gives up, a tile that finds bad input, or a DMA that fails records a fault (the first one wins),
  * and every CTA leaves the kernel; the host turns the record into an exception naming the tile and op.
  */
@@ -45,7 +50,9 @@ struct Program {
   const int2* groups;         // per counter: first member, member count (0: a tile counter, its own word)
   const int* members;         // the tile counters of every op group
   unsigned long long* counters;
-  unsigned long long* finished;  // [RING] CTAs that finished iteration i, in slot i % RING; [RING] iterations done
+  unsigned long long* finished;  // [RING] CTAs that finished iteration i, in slot i % RING; [RING] iterations
+                                 // done; [RING + 1] go and [RING + 2] stop as CTA 0 last read them from the host
+  unsigned long long* done_ns;   // [RING] when iteration i was done (globaltimer), in slot i % RING
   unsigned int* fault_flag;   // non-zero once any CTA faulted (GPU memory: cheap to watch)
   void* const* tensors;       // per tensor id: its address
   unsigned long long* dma_ns; // per tile: start and end of its last copy (globaltimer)
@@ -83,8 +90,24 @@ __device__ __noinline__ void fault(const Program& p, unsigned code, int tile, in
   __threadfence_system();
 }
 
+constexpr int GO_SEEN = RING + 1, STOP_SEEN = RING + 2;
+
+/* The host's stop word, read across PCIe and passed on to the GPU copy every CTA watches. */
+__device__ __forceinline__ bool host_stop(const Program& p) {
+  if (load_host(&p.control->stop) == 0ull) return false;
+  *(volatile unsigned long long*)(p.finished + STOP_SEEN) = 1ull;
+  return true;
+}
+
+/* The host's go, forwarded (CTA 0 only). */
+__device__ __forceinline__ unsigned long long forward_go(const Program& p) {
+  const unsigned long long go = load_host(&p.control->go);
+  atomicMax(p.finished + GO_SEEN, go);
+  return go;
+}
+
 __device__ __forceinline__ bool stopping(const Program& p) {
-  return *(volatile unsigned*)p.fault_flag != 0u || load_host(&p.control->stop) != 0ull;
+  return *(volatile unsigned*)p.fault_flag != 0u || *(volatile unsigned long long*)(p.finished + STOP_SEEN) != 0ull;
 }
 
 /* A counter's value: its own word, or for an op group the least of its members' words. */
@@ -107,7 +130,7 @@ __device__ bool wait_counter(const Program& p, int counter, unsigned long long t
     const unsigned long long v = counter_value(p, counter);
     if (v >= target) return true;
     if ((++spins & 63u) == 0u) {
-      if (stopping(p)) return false;
+      if (stopping(p) || ((spins & 8191u) == 0u && host_stop(p))) return false;
       const unsigned long long waited = arkdma::now_ns() - t0;
       if (waited > p.budget_ns) {
         fault(p, FAULT_TIMEOUT, tile, counter, target, v, waited);

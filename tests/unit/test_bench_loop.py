@@ -1,0 +1,49 @@
+"""`arkdma bench loop` without a GPU: its arguments, its table and plot from a result, the JSON keys the
+runtime issue asks for. The measuring itself runs in tests/gpu/test_bench_loop.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from rich.console import Console
+
+from ark_runtime.cli.bench import loop_table
+from ark_runtime.cli.main import main
+from bench.loop import LoopResult, Row, plot
+
+
+def _result() -> LoopResult:
+    return LoopResult("NVIDIA H100 80GB HBM3", "2.11", [
+        Row("a", "chain64", 4.0, 3.5, 4.4, 30.0, 300.0, 108.0, 5.0, 0.8, 1e-6, True),
+        Row("f", "copy8192", 9.0, 8.0, 10.0, 40.0, 12.0, 6.0, None, 1.5, 0.0, True, path="sm", copy_us=3.2),
+        Row("d", "tasks1000", 900.0, 890.0, 950.0, 1000.0, 5000.0, 1500.0, None, 0.6, 0.0, False, per_edge_us=0.9),
+    ])
+
+
+def test_unknown_case_is_refused_before_any_gpu_work(capsys):
+    assert main(["bench", "loop", "--cases", "a,z"]) != 0
+    assert "unknown case(s) z; choose from a, b, c, d, e, f" in capsys.readouterr().err
+
+
+def test_table_shows_every_row_and_marks_a_wrong_result(tmp_path):
+    console = Console(width=220, record=True)
+    console.print(loop_table(_result()))
+    text = console.export_text()
+    assert "chain64" in text and "copy8192" in text and "sm 3.2" in text and "0.90/edge" in text
+    assert "WRONG" in text and text.count("ok ") == 2
+
+
+def test_json_has_the_keys_the_issue_names_and_the_plot_is_drawn(tmp_path):
+    data = json.loads(json.dumps(_result().as_json()))
+    assert data["device"].startswith("NVIDIA")
+    for row in data["rows"]:
+        assert {"case", "arkdma_us", "eager_us", "graph_us", "compile_us", "path", "ratio_to_best_torch"} <= set(row)
+    plot(_result(), tmp_path / "loop.png")
+    assert (tmp_path / "loop.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("case", ["", ","])
+def test_no_case_is_refused(case, capsys):
+    assert main(["bench", "loop", "--cases", case]) != 0
+    assert "(none given)" in capsys.readouterr().err
