@@ -12,10 +12,12 @@ and the Runtime refuses further runs. run() first waits for the work queued on t
 (CuPy's, and PyTorch's once it is in use), so inputs written by other kernels are in place when the resident
 kernel reads them.
 
-While the kernel is resident, CUDA calls that wait for the whole device wait for it: freeing memory
-(cudaFree, cudaFreeHost) and loading a module, which includes a kernel's first launch (lazy loading) and
-any new CuPy or PyTorch kernel. Launch the other kernels a program needs once before the Runtime starts, keep
-allocations alive, or stop() first. One Runtime per process runs at a time for the same reason.
+While the kernel is resident, CUDA calls that wait for the whole device wait for it, and so never return:
+allocating or freeing GPU or pinned memory (cudaMalloc, cudaFree, cudaHostAlloc; a CuPy or PyTorch
+expression that needs a new buffer from its pool) and loading a module, which includes a kernel's first
+launch (lazy loading). Allocate and launch once what a program needs while the kernel runs before the
+Runtime starts, read results with copies (get(), .get(), .cpu()), or stop() first. One Runtime per process
+runs at a time for the same reason.
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ def _dtype_of(obj) -> str | None:
 
 class Runtime:
     def __init__(self, model: Model, *, engine: str | None = "auto", bind: dict | None = None,
-                 sms: int | None = None, budget_s: float = 10.0, copy_path: str = "auto", placement: str = "cost"):
+                 sms: int | None = None, budget_s: float = 10.0, copy_path: str = "auto", placement: str = "cost",
+                 fuse_chains: bool = True):
         import cupy
 
         from driver.gpu import compile
@@ -98,7 +101,8 @@ class Runtime:
                 raise LoopError(f"the loop kernel of model {other.model.name!r} is still resident; stop() that "
                                 "Runtime first (CUDA cannot load another module while it runs)")
         self.source_model = model
-        self.model = model = fuse(model)  # what runs: elementwise chains as single ops (fusion.py)
+        # what runs: elementwise chains as single ops (fusion.py), unless asked to run every op as written
+        self.model = model = fuse(model) if fuse_chains else model
         gone = sorted(set(bind) - {t.name for t in model.tensors})
         if gone:
             raise LoopError(f"bind names {', '.join(gone)}, which the kernel keeps in registers only (fused into "

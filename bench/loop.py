@@ -236,7 +236,7 @@ def _arkdma(case: Case, inputs: dict, iterations: int):
     bind = {name: t for name, t in inputs.items()}
     kw = {"copy_path": case.copy_path} if case.copy_path else {}
     if case.case == "d":
-        kw.update(sms=2, placement="round-robin")
+        kw.update(sms=2, placement="round-robin", fuse_chains=False)  # every op a task, every edge a wait
     with Runtime(case.model, bind=bind, **kw) as rt:
         rt.run(2)
         rt.wait()

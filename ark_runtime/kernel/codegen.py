@@ -45,9 +45,20 @@ def headers_digest() -> str:
     return h.hexdigest()[:16]
 
 
+PAD = 8  # matmul.cuh: shared-memory rows padded by this many elements
+STAGE_BUDGET = 96 * 1024  # shared memory for a matmul's slices in flight
+
+
+def matmul_stages(dtype: str, bm: int, bn: int) -> int:
+    """Slices in flight: as many as fit the budget, 2 to 8 (small tiles, as at batch 1, need the most)."""
+    slice_bytes = (bm * (BK + PAD) + BK * (bn + PAD)) * DTYPE_BYTES[dtype]
+    return max(2, min(8, STAGE_BUDGET // slice_bytes))
+
+
 def matmul_smem(dtype: str, bm: int, bn: int) -> int:
     esize = DTYPE_BYTES[dtype]
-    return 2 * (bm * BK + BK * bn) * esize + (WARPS * 256 * 4 if dtype != "fp32" else 0)
+    stages = matmul_stages(dtype, bm, bn)
+    return stages * (bm * (BK + PAD) + BK * (bn + PAD)) * esize + (WARPS * 256 * 4 if dtype != "fp32" else 0)
 
 
 def attention_smem(d: int) -> int:
@@ -136,9 +147,11 @@ class _Gen:
             a, b = ins
             bm, bn = matmul_block(a.rows, b.cols, self.plan.num_sms)
             vec = a.cols % 8 == 0 and b.cols % 8 == 0
+            stages = matmul_stages(out.dtype, bm, bn)
             self.smem = max(self.smem, matmul_smem(out.dtype, bm, bn))
-            self.asserts.append(f"static_assert(ark::matmul_smem<{ct}, {bm}, {bn}>() <= SMEM_BYTES, \"op {op.id}\");")
-            return (f"ark::matmul_tile<{ct}, {bm}, {bn}, {'true' if vec else 'false'}>({x[0]}, {x[1]}, {o}, {a.rows}, "
+            self.asserts.append(f"static_assert(ark::matmul_smem<{ct}, {bm}, {bn}, {stages}>() == "
+                                f"{matmul_smem(out.dtype, bm, bn)}, \"op {op.id}: codegen.py's matmul_smem\");")
+            return (f"ark::matmul_tile<{ct}, {bm}, {bn}, {stages}, {'true' if vec else 'false'}>({x[0]}, {x[1]}, {o}, {a.rows}, "
                     f"{b.cols}, {a.cols}, {tile}, smem);")
         if op.kind == "attention":
             seq, e = ins[0].shape[-2], ins[0].shape[-1]
@@ -183,7 +196,7 @@ __device__ unsigned long long copy_tile(const Program& p, const arkdma_queue& q,
 }  // namespace ark
 
 extern "C" __global__ void __launch_bounds__(THREADS, 2) ark_loop(ark::Program p, arkdma_queue q) {
-  extern __shared__ __align__(16) unsigned char smem[];
+  extern __shared__ __align__(128) unsigned char smem[];
   const int begin = p.stream_start[blockIdx.x], end = p.stream_start[blockIdx.x + 1];
   for (unsigned long long it = 0;; ++it) {
     int stop = 0;
