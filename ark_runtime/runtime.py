@@ -17,7 +17,9 @@ allocating or freeing GPU or pinned memory (cudaMalloc, cudaFree, cudaHostAlloc;
 expression that needs a new buffer from its pool) and loading a module, which includes a kernel's first
 launch (lazy loading). Allocate and launch once what a program needs while the kernel runs before the
 Runtime starts, read results with copies (get(), .get(), .cpu()), or stop() first. One Runtime per process
-runs at a time for the same reason.
+runs at a time for the same reason. On the H100 we measured, a kernel launched on another stream (even one
+already loaded) did not run until the loop kernel left, although resources were free on every SM; until that
+is understood, change bound inputs with copies (set(), .set(), .copy_()) rather than kernels.
 """
 
 from __future__ import annotations

@@ -203,16 +203,18 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ark_loop(ark::Program p
     if (threadIdx.x == 0) {
       // the host's go (CTA 0 reads the host's words, the others its copies), and no more than RING
       // iterations ahead of the slowest CTA (its arrival slot is free)
+      // Volatile polls (no L1 invalidation per poll), one fence once the iteration may start.
       for (unsigned spins = 0;; ++spins) {
         const unsigned long long go = blockIdx.x == 0 ? ark::forward_go(p)
-                                                      : ark::load_acquire_gpu(p.finished + ark::GO_SEEN);
-        if (go > it && it < ark::load_acquire_gpu(p.finished + ark::RING) + ark::RING) break;
+                                                      : *(volatile unsigned long long*)(p.finished + ark::GO_SEEN);
+        if (go > it && it < *(volatile unsigned long long*)(p.finished + ark::RING) + ark::RING) break;
         if (ark::stopping(p) || ((blockIdx.x == 0 || (spins & 1023u) == 1023u) && ark::host_stop(p))) {
           stop = 1;
           break;
         }
-        __nanosleep(200);
+        __nanosleep(spins < 64 ? 100 : 1000);
       }
+      __threadfence();  // what the host and the other CTAs wrote before go is visible to this CTA's loads
     }
     if (__syncthreads_or(stop)) break;
     for (int i = begin; i < end && !stop; ++i) {
