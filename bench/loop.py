@@ -69,9 +69,11 @@ class LoopResult:
     device: str
     torch: str
     rows: list[Row]
+    complete: bool = True  # False while cases remain: a run cut short still leaves the rows it measured
 
     def as_json(self) -> dict:
-        return {"device": self.device, "torch": self.torch, "rows": [asdict(r) for r in self.rows]}
+        return {"device": self.device, "torch": self.torch, "complete": self.complete,
+                "rows": [asdict(r) for r in self.rows]}
 
 
 def _torch_dtype(torch, dtype: str):
@@ -256,11 +258,14 @@ def _arkdma(case: Case, inputs: dict, iterations: int):
     return float(p50), float(p10), float(p90), statistics.median(trips), out, report
 
 
-def run(config: LoopConfig, progress=None) -> LoopResult:
+def run(config: LoopConfig, progress=None, on_row=None) -> LoopResult:
+    """Measures every case of `config`; `progress(what)` hears each step, `on_row(result)` gets the result so
+    far (complete=False) after each case."""
     import torch
 
     say = progress or (lambda what: None)
     rows = []
+    result = LoopResult(torch.cuda.get_device_name(), torch.__version__, rows, complete=False)
     for case in cases(torch, config):
         m = case.model
         what = f"{case.case} {m.name}" + (f" ({case.copy_path})" if case.copy_path else "")
@@ -282,7 +287,10 @@ def run(config: LoopConfig, progress=None) -> LoopResult:
         if case.case == "d":
             row.per_edge_us = p50 / len(m.ops)
         rows.append(row)
-    return LoopResult(torch.cuda.get_device_name(), torch.__version__, rows)
+        if on_row:
+            on_row(result)
+    result.complete = True
+    return result
 
 
 def plot(result: LoopResult, path: Path) -> None:

@@ -241,9 +241,27 @@ def run_loop(args, console: Console | None = None) -> int:
     config = loop.LoopConfig(cases=cases, compile=not args.no_compile, quick=args.quick)
     if args.quick:
         config = replace(config, reps=10, samples=3)
+    def save(result) -> None:
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(result.as_json(), indent=1))
+
+    def finished(result) -> None:  # each case's row printed and saved at once: a cut-off run keeps them
+        r = result.rows[-1]
+        progress.console.print(f"{r.case} {r.model}: arkdma {r.arkdma_us:.1f} us, best PyTorch x"
+                               f"{r.ratio_to_best_torch:.2f}, {'ok' if r.ok else 'WRONG'}")
+        save(result)
+        sys.stdout.flush()
+
     with _progress(console) as progress:
         task = progress.add_task("starting", total=None)
-        result = loop.run(config, lambda what: progress.update(task, description=what))
+
+        def step(what: str) -> None:
+            progress.update(task, description=what)
+            if not console.is_terminal:  # a log has no live bar: say each step on its own line
+                progress.console.print(what)
+
+        result = loop.run(config, step, finished)
     console.print(loop_table(result))
     for r in result.rows:
         for note in r.notes:
@@ -251,8 +269,7 @@ def run_loop(args, console: Console | None = None) -> int:
     loop.plot(result, args.plot)
     console.print(f"plot: {args.plot}")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result.as_json(), indent=1))
+        save(result)
         console.print(f"json: {args.json}")
     wrong = [f"{r.case} {r.model}" for r in result.rows if not r.ok]
     if wrong:

@@ -47,3 +47,32 @@ def test_json_has_the_keys_the_issue_names_and_the_plot_is_drawn(tmp_path):
 def test_no_case_is_refused(case, capsys):
     assert main(["bench", "loop", "--cases", case]) != 0
     assert "(none given)" in capsys.readouterr().err
+
+
+def test_each_case_is_saved_as_it_finishes_so_a_cut_off_run_keeps_its_rows(tmp_path, monkeypatch, capsys):
+    import sys
+    import types
+
+    import bench.loop
+    import ark_runtime.cli.bench as cli_bench
+
+    out = tmp_path / "loop.json"
+    seen = []
+
+    def fake_run(config, progress, on_row):
+        result = LoopResult("GPU", "2.11", [], complete=False)
+        for row in _result().rows[:2]:
+            progress(f"{row.case} {row.model}: arkdma")
+            result.rows.append(row)
+            on_row(result)
+            seen.append(json.loads(out.read_text()))
+        raise RuntimeError("cut off")
+
+    monkeypatch.setattr(cli_bench, "_need_gpu", lambda: None)
+    monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
+    monkeypatch.setattr(bench.loop, "run", fake_run)
+    with pytest.raises(RuntimeError, match="cut off"):
+        main(["bench", "loop", "--cases", "a,f", "--json", str(out), "--plot", str(tmp_path / "p.png")])
+    assert [len(s["rows"]) for s in seen] == [1, 2] and not any(s["complete"] for s in seen)
+    printed = capsys.readouterr().out
+    assert "a chain64: arkdma 4.0 us" in printed and "f copy8192: arkdma" in printed
