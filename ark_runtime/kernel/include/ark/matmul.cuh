@@ -86,6 +86,23 @@ struct WarpGrid {
   static constexpr int TM = (FM + WM - 1) / WM, TN = (FN + WN - 1) / WN;
 };
 
+/* Slice s of the pipeline: waits until it is in shared memory, starts loading slice s + STAGES - 1 into the
+ * buffer every warp has finished with, and returns slice s's A tile (its B tile follows at + Shape::a). */
+template <typename T, int BM, int BN, int STAGES, bool VEC>
+__device__ __forceinline__ const T* next_slice(const T* a, const T* b, T* base, int s, int slices, int m, int n,
+                                               int k, int r0, int c0) {
+  using Shape = SliceShape<BM, BK, BN>;
+  cp_async_wait<STAGES - 2>();
+  __syncthreads();  // slice s is in; every warp is done with the buffer refilled next
+  const int next = s + STAGES - 1;
+  if (next < slices) {
+    T* nb = base + (next % STAGES) * Shape::both;
+    load_slice<T, BM, BN, VEC>(a, b, nb, nb + Shape::a, m, n, k, r0, c0, next * BK);
+  }
+  cp_async_commit();
+  return base + (s % STAGES) * Shape::both;
+}
+
 /* STAGES slices in flight: slice s is multiplied while slices s+1 .. s+STAGES-1 load (cp.async). */
 template <typename T, int BM, int BN, int STAGES, bool VEC>
 __device__ void matmul_tile(const T* a, const T* b, T* out, int m, int n, int k, int r0, int r1, int c0, int c1,
@@ -112,15 +129,7 @@ __device__ void matmul_tile(const T* a, const T* b, T* out, int m, int n, int k,
 #pragma unroll
       for (int j = 0; j < G::TN; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
     for (int s = 0; s < slices; ++s) {
-      cp_async_wait<STAGES - 2>();
-      __syncthreads();  // slice s is in; every warp is done with the buffer refilled next
-      const int next = s + STAGES - 1;
-      if (next < slices) {
-        T* nb = base + (next % STAGES) * Shape::both;
-        load_slice<T, BM, BN, VEC>(a, b, nb, nb + Shape::a, m, n, k, r0, c0, next * BK);
-      }
-      cp_async_commit();
-      const T* xa = base + (s % STAGES) * Shape::both;
+      const T* xa = next_slice<T, BM, BN, STAGES, VEC>(a, b, base, s, slices, m, n, k, r0, c0);
       const T* xb = xa + Shape::a;
 #pragma unroll
       for (int kk = 0; kk < BK; kk += 16) {
@@ -162,15 +171,7 @@ __device__ void matmul_tile(const T* a, const T* b, T* out, int m, int n, int k,
 #pragma unroll
     for (int j = 0; j < PER; ++j) acc[j] = 0.0f;
     for (int s = 0; s < slices; ++s) {
-      cp_async_wait<STAGES - 2>();
-      __syncthreads();
-      const int next = s + STAGES - 1;
-      if (next < slices) {
-        T* nb = base + (next % STAGES) * Shape::both;
-        load_slice<T, BM, BN, VEC>(a, b, nb, nb + Shape::a, m, n, k, r0, c0, next * BK);
-      }
-      cp_async_commit();
-      const T* xa = base + (s % STAGES) * Shape::both;
+      const T* xa = next_slice<T, BM, BN, STAGES, VEC>(a, b, base, s, slices, m, n, k, r0, c0);
       const T* xb = xa + Shape::a;
 #pragma unroll
       for (int j = 0; j < PER; ++j) {
