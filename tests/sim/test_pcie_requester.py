@@ -1,0 +1,388 @@
+"""The PCIe requester alone (rtl/pcie_requester.py) in amaranth.sim, its RC stream driven by a Python model of
+host memory and the link: reads completed whole, split at read completion boundaries and interleaved between
+tags; UR, CA, CRS, poisoned completions and error codes answered SLVERR with none of their data delivered; a
+read whose completion never comes answered SLVERR within its timeout; a completion that comes late, after its
+ID has timed out and is in use again, dropped; stray completions dropped; a random mix against the model."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import pytest
+
+pytest.importorskip("amaranth", reason="the hardware extras are not installed: pip install 'arkdma[hw]'")
+
+from amaranth.sim import Simulator  # noqa: E402
+
+from driver.abi import Resp  # noqa: E402
+from rtl.pcie_requester import TAG_BITS, TIMEOUT_STEPS, PcieRequester  # noqa: E402
+
+pytestmark = pytest.mark.sim
+
+ID_WIDTH = 4
+BURST_BEATS = 16  # 128 bytes
+TIMEOUT = 256  # cycles
+# the latest a timed-out read may be answered: the timer's grain, the ID scan, the R register
+TIMEOUT_BOUND = TIMEOUT + TIMEOUT // TIMEOUT_STEPS + (1 << ID_WIDTH) + 8
+SUCCESS, UR, CRS, CA = 0, 1, 2, 4  # completion status
+
+
+def host_bytes(addr: int, n: int) -> bytes:
+    """The modelled host memory: every address holds a byte of its own."""
+    return bytes(((a * 131) ^ (a >> 8) ^ (a >> 16)) & 0xFF for a in range(addr, addr + n))
+
+
+@dataclass
+class Completion:
+    """One completion TLP as the block hands it on RC (descriptor, then data, 8 DWORDs a beat)."""
+
+    tag: int
+    data: bytes = b""
+    byte_count: int = 0  # bytes the request still awaits, this completion's included
+    lower_address: int = 0
+    status: int = SUCCESS
+    poisoned: bool = False
+    error_code: int = 0
+
+    def beats(self) -> list[tuple[int, int, int, int]]:
+        """(tdata, tkeep, tuser, tlast) of each beat."""
+        dw0 = self.lower_address & 0xFFF | self.error_code << 12 | self.byte_count << 16
+        dw1 = len(self.data) // 4 | self.status << 11 | int(self.poisoned) << 14
+        dwords = [dw0, dw1, self.tag] + [int.from_bytes(self.data[i:i + 4], "little")
+                                         for i in range(0, len(self.data), 4)]
+        out = []
+        for k in range(0, len(dwords), 8):
+            chunk = dwords[k:k + 8]
+            out.append((sum(v << 32 * i for i, v in enumerate(chunk)), (1 << len(chunk)) - 1,
+                        1 << 32 if k == 0 else 0, int(k + 8 >= len(dwords))))
+        return out
+
+
+@dataclass
+class Request:
+    addr: int
+    dwords: int
+    tag: int
+    cycle: int
+
+    @property
+    def id(self) -> int:
+        return self.tag & ((1 << ID_WIDTH) - 1)
+
+    def completions(self, rcb: int = 64) -> list[Completion]:
+        """The host's answer: the data split at each read completion boundary, as a completer may."""
+        out, at, end = [], self.addr, self.addr + 4 * self.dwords
+        while at < end:
+            stop = min(end, (at // rcb + 1) * rcb)
+            out.append(Completion(self.tag, host_bytes(at, stop - at), end - at, at & 0xFFF))
+            at = stop
+        return out
+
+
+@dataclass
+class Beat:
+    id: int
+    data: int
+    resp: int
+    last: bool
+    cycle: int
+
+
+class Harness:
+    """The requester with a recorder on RQ (read requests) and on R (beats), the RC stream driven by `send`."""
+
+    def __init__(self, timeout: int = TIMEOUT, seed: int = 0, idle: float = 0.0, stall: float = 0.0):
+        self.dut = PcieRequester(id_width=ID_WIDTH, max_burst_beats=BURST_BEATS, completion_timeout_cycles=timeout)
+        self.rng = random.Random(seed)
+        self.idle, self.stall = idle, stall
+        self.cycle = 0
+        self.beats: list[Beat] = []
+
+    def run(self, bench) -> None:
+        sim = Simulator(self.dut)
+        sim.add_clock(4e-9)
+        sim.add_testbench(self._r_sink, background=True)
+        sim.add_testbench(bench)
+        sim.run()
+
+    async def _r_sink(self, ctx):
+        mem = self.dut.mem
+        ctx.set(mem.rready, 1)
+        async for _, _, valid, ready, rid, data, resp, last in ctx.tick().sample(
+                mem.rvalid, mem.rready, mem.rid, mem.rdata, mem.rresp, mem.rlast):
+            self.cycle += 1
+            if valid and ready:
+                self.beats.append(Beat(rid, data, resp, bool(last), self.cycle))
+            ctx.set(mem.rready, self.rng.random() >= self.stall)
+
+    async def read(self, ctx, rid: int, addr: int, beats: int = BURST_BEATS) -> Request:
+        """Offer a read burst; the request the requester puts on RQ in the same cycle."""
+        mem, rq = self.dut.mem, self.dut.rq
+        ctx.set(rq.tready, 1)
+        ctx.set(mem.arvalid, 1)
+        ctx.set(mem.arid, rid)
+        ctx.set(mem.araddr, addr)
+        ctx.set(mem.arlen, beats - 1)
+        data, valid = await ctx.tick().sample(rq.tdata, rq.tvalid).until(mem.arready)
+        ctx.set(mem.arvalid, 0)
+        assert valid
+        assert (data >> 75) & 0xF == 0, "not a memory read request"
+        return Request(data & ((1 << 64) - 4), (data >> 64) & 0x7FF, (data >> 96) & 0xFF, self.cycle)
+
+    async def send(self, ctx, completion: Completion, gap: int = 0) -> None:
+        """Offer the completion's beats on RC (`gap` idle cycles before each beat after the first)."""
+        rc = self.dut.rc
+        for k, (tdata, tkeep, tuser, tlast) in enumerate(completion.beats()):
+            await self.wait(ctx, gap if k else 0)
+            while self.rng.random() < self.idle:
+                await ctx.tick()
+            for signal, value in ((rc.tvalid, 1), (rc.tdata, tdata), (rc.tkeep, tkeep), (rc.tuser, tuser),
+                                  (rc.tlast, tlast)):
+                ctx.set(signal, value)
+            await ctx.tick().until(rc.tready)
+            ctx.set(rc.tvalid, 0)
+
+    async def wait(self, ctx, cycles: int) -> None:
+        for _ in range(cycles):
+            await ctx.tick()
+
+    async def burst(self, ctx, rid: int, beats: int = BURST_BEATS, within: int = 2000) -> list[Beat]:
+        """The next `beats` R beats of `rid` (taken off the record); fails if they do not come in time."""
+        for _ in range(within):
+            mine = [b for b in self.beats if b.id == rid]
+            if len(mine) >= beats:
+                got = mine[:beats]
+                for b in got:
+                    self.beats.remove(b)
+                return got
+            await ctx.tick()
+        raise AssertionError(f"ID {rid}: {len([b for b in self.beats if b.id == rid])} of {beats} beats came "
+                             f"in {within} cycles")
+
+
+def check_data(got: list[Beat], addr: int, length: int | None = None) -> None:
+    """The beats carry the host's data from `addr`, OKAY, rlast on the burst's last (of `length` beats)."""
+    want = host_bytes(addr, 8 * len(got))
+    length = len(got) if length is None else length
+    for k, b in enumerate(got):
+        assert b.resp == Resp.OKAY, f"beat {k}: response {b.resp}, not OKAY"
+        assert b.data == int.from_bytes(want[8 * k:8 * k + 8], "little"), f"beat {k}: wrong data"
+        assert b.last == (k == length - 1), f"beat {k}: rlast {b.last}"
+
+
+def check_failed(got: list[Beat], good: int = 0, addr: int = 0) -> None:
+    """The first `good` beats carry the data from `addr`, the rest are SLVERR with no data."""
+    check_data(got[:good], addr, len(got))
+    for k, b in enumerate(got[good:], good):
+        assert b.resp == Resp.SLVERR, f"beat {k}: response {b.resp}, not SLVERR"
+        assert b.data == 0, f"beat {k}: an error beat carries data {b.data:#x}"
+        assert b.last == (k == len(got) - 1), f"beat {k}: rlast {b.last}"
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_reads_complete_split_and_interleaved(seed):
+    h = Harness(timeout=1 << 14, seed=seed, idle=0.3, stall=0.3)  # no timeout here
+    rng = random.Random(seed)
+
+    async def bench(ctx):
+        reqs = []
+        for rid in range(1 << ID_WIDTH):
+            addr = 0x1_0000_0000 * seed + 0x1000 * rid + 8 * rng.randrange(64)
+            reqs.append(await h.read(ctx, rid, addr, beats=rng.randint(1, BURST_BEATS)))
+        for r in reqs:
+            assert r.tag == r.id and r.dwords > 0, "a first request's tag is its ID (generation 0)"
+        # completions in any order between tags, in order within one
+        pending = [r.completions(rng.choice((64, 128))) for r in reqs]
+        while any(pending):
+            await h.send(ctx, rng.choice([p for p in pending if p]).pop(0))
+        for r in reqs:
+            check_data(await h.burst(ctx, r.id, r.dwords // 2), r.addr)
+        assert not h.beats, "beats that no read asked for"
+        assert ctx.get(h.dut.timeouts) == 0 and ctx.get(h.dut.dropped) == 0
+
+    h.run(bench)
+
+
+ERRORS = {
+    "unsupported_request": dict(status=UR),
+    "completer_abort": dict(status=CA),
+    "config_retry": dict(status=CRS),
+    "poisoned_bit": dict(poisoned=True),  # EP set, the block's error code left normal
+    "poisoned_code": dict(poisoned=True, error_code=1),  # as the block reports it
+    "byte_count_mismatch_code": dict(error_code=3),
+}
+
+
+@pytest.mark.parametrize("good_pieces", [0, 1])
+@pytest.mark.parametrize("kind", list(ERRORS))
+def test_error_completion_answers_the_rest_slverr(kind, good_pieces):
+    h = Harness()
+
+    async def bench(ctx):
+        req = await h.read(ctx, 5, 0x2000)
+        pieces = req.completions(rcb=32)  # four of 32 bytes
+        for p in pieces[:good_pieces]:
+            await h.send(ctx, p)
+        bad, spec = pieces[good_pieces], ERRORS[kind]
+        bad_has_data = spec.get("poisoned", False)
+        if bad_has_data:
+            bad.poisoned, bad.error_code = True, spec.get("error_code", 0)
+        else:  # an unsuccessful completion carries no data
+            bad = Completion(req.tag, b"", bad.byte_count, bad.lower_address, **spec)
+        await h.send(ctx, bad)
+        if bad_has_data:  # a poisoned one is one of several: the rest of the request still comes, unwanted
+            for p in pieces[good_pieces + 1:]:
+                await h.send(ctx, p)
+        check_failed(await h.burst(ctx, 5), good=4 * good_pieces, addr=req.addr)
+        await h.wait(ctx, 40)
+        assert not h.beats, "beats after the failed burst's last"
+        assert ctx.get(h.dut.dropped) == (len(pieces) - good_pieces - 1 if bad_has_data else 0)
+        # the ID works again, its tag unchanged (an error is not a timeout)
+        again = await h.read(ctx, 5, 0x3000)
+        assert again.tag == req.tag
+        for p in again.completions():
+            await h.send(ctx, p)
+        check_data(await h.burst(ctx, 5), again.addr)
+
+    h.run(bench)
+
+
+def test_timeout_answers_slverr_within_its_bound():
+    h = Harness()
+
+    async def bench(ctx):
+        lost = await h.read(ctx, 3, 0x4000)
+        slow = await h.read(ctx, 4, 0x5000)
+        await h.wait(ctx, TIMEOUT - 20)
+        for p in slow.completions():  # just inside its deadline: data
+            await h.send(ctx, p)
+        check_data(await h.burst(ctx, 4), slow.addr)
+        got = await h.burst(ctx, 3, within=TIMEOUT_BOUND)
+        check_failed(got)
+        waited = got[0].cycle - lost.cycle
+        assert TIMEOUT <= waited <= TIMEOUT_BOUND, f"answered {waited} cycles after the request"
+        assert ctx.get(h.dut.timeouts) == 1
+
+    h.run(bench)
+
+
+def test_late_completion_is_not_taken_by_the_next_read_of_its_id():
+    h = Harness()
+
+    async def bench(ctx):
+        gens = 1 << (TAG_BITS - ID_WIDTH)
+        old = await h.read(ctx, 3, 0x6000)
+        check_failed(await h.burst(ctx, 3, within=TIMEOUT_BOUND))
+        new = await h.read(ctx, 3, 0x7000)  # the ID reused at once, same length
+        assert new.id == 3 and new.tag != old.tag, f"tag {new.tag:#x} reused after a timeout"
+        assert new.tag >> ID_WIDTH == 1 % gens
+        late, fresh = old.completions(), new.completions()
+        # the new read's first piece, then the whole late answer (its byte counts match the new read's), then
+        # the rest of the new read
+        await h.send(ctx, fresh[0])
+        for p in late:
+            await h.send(ctx, p)
+        for p in fresh[1:]:
+            await h.send(ctx, p)
+        check_data(await h.burst(ctx, 3), new.addr)
+        await h.wait(ctx, 40)
+        assert not h.beats
+        assert ctx.get(h.dut.dropped) == len(late) and ctx.get(h.dut.timeouts) == 1
+        # each timeout moves the generation on
+        for k in range(2, 4):
+            again = await h.read(ctx, 3, 0x8000)
+            check_failed(await h.burst(ctx, 3, within=TIMEOUT_BOUND))
+            assert again.tag >> ID_WIDTH == (k - 1) % gens
+        last = await h.read(ctx, 3, 0x9000)
+        assert last.tag >> ID_WIDTH == 3 % gens
+
+    h.run(bench)
+
+
+def test_stray_completions_are_dropped():
+    h = Harness()
+
+    async def bench(ctx):
+        # for an ID with no read in flight
+        await h.send(ctx, Completion(9, host_bytes(0, 128), 128))
+        req = await h.read(ctx, 9, 0xA000)
+        # a byte count the read does not await, with the right tag
+        await h.send(ctx, Completion(req.tag, host_bytes(0xA040, 64), 64, 0x40))
+        # more data than the byte count: only what the read awaits is delivered
+        whole = req.completions(rcb=4096)[0]
+        whole.data += host_bytes(0xA080, 32)
+        await h.send(ctx, whole)
+        check_data(await h.burst(ctx, 9), req.addr)
+        await h.wait(ctx, 40)
+        assert not h.beats, "the extra data was delivered"
+        assert ctx.get(h.dut.dropped) == 2
+
+    h.run(bench)
+
+
+def test_a_timeout_does_not_cut_a_completion_in_progress():
+    h = Harness()
+
+    async def bench(ctx):
+        lost = await h.read(ctx, 2, 0xB000)
+        await h.wait(ctx, TIMEOUT - 60)
+        streamed = await h.read(ctx, 1, 0xC000)
+        (whole,) = streamed.completions(rcb=4096)  # five beats, sent slowly across the other ID's deadline
+        await h.send(ctx, whole, gap=40)
+        assert h.cycle - lost.cycle > TIMEOUT_BOUND, "the completion ended before the deadline: no test"
+        check_data(await h.burst(ctx, 1), streamed.addr)
+        check_failed(await h.burst(ctx, 2))
+
+    h.run(bench)
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_random_fates_against_the_model(seed):
+    """Reads on random IDs meet random fates (answered whole, split, with an error, never, late); every burst
+    comes back as the model says: its data, or its data up to the failing piece and SLVERR after."""
+    h = Harness(seed=seed, idle=0.2, stall=0.2)
+    rng = random.Random(seed)
+
+    async def bench(ctx):
+        late: list[Completion] = []  # completions of timed-out reads, still to come
+        for n in range(24):
+            rid = rng.randrange(1 << ID_WIDTH)
+            beats = rng.randint(1, BURST_BEATS)
+            req = await h.read(ctx, rid, 0x10000 * n + 8 * rng.randrange(400), beats)
+            pieces = req.completions(rng.choice((32, 64, 128)))
+            fate = rng.choice(("ok", "ok", "error", "poisoned", "lost"))
+            good = rng.randrange(len(pieces)) if fate != "ok" else len(pieces)
+            for p in pieces[:good]:
+                await h.send(ctx, p)
+                if late and rng.random() < 0.5:  # a late completion slips in
+                    await h.send(ctx, late.pop(0))
+            good_beats = sum(len(p.data) for p in pieces[:good]) // 8
+            if fate == "error":
+                bad = pieces[good]
+                await h.send(ctx, Completion(req.tag, b"", bad.byte_count, bad.lower_address,
+                                             status=rng.choice((UR, CA))))
+            elif fate == "poisoned":
+                pieces[good].poisoned = True
+                for p in pieces[good:]:
+                    await h.send(ctx, p)
+            elif fate == "lost":
+                late.extend(pieces[good:])
+            got = await h.burst(ctx, rid, beats, within=TIMEOUT_BOUND + 100)
+            if fate == "ok":
+                check_data(got, req.addr)
+            else:
+                check_failed(got, good=good_beats, addr=req.addr)
+        for p in late:
+            await h.send(ctx, p)
+        await h.wait(ctx, 40)
+        assert not h.beats, "a late completion was delivered"
+
+    h.run(bench)
+
+
+def test_parameters_are_checked():
+    with pytest.raises(ValueError, match="generation bit"):
+        PcieRequester(id_width=8, max_burst_beats=16)
+    with pytest.raises(ValueError, match="completion_timeout_cycles"):
+        PcieRequester(id_width=4, max_burst_beats=16, completion_timeout_cycles=10)
