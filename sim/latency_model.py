@@ -48,3 +48,17 @@ def gpu_driven_d2h(nbytes: int, engine_ns: float, engine_basis: str) -> EndToEnd
         Term("counter write lands in GPU memory (posted PCIe write)", ONE_WAY_NS,
              "one-way posted write, 0.88 us measured (BASELINES.md)"),
     ))
+
+
+def gpu_driven_through_card(nbytes: int, card_ns: float, card_basis: str) -> EndToEnd:
+    """The same GPU-driven descriptor with the whole card simulated: its PCIe link, the host memory's read
+    round trip and the data's writes are inside the simulated term, so no separate data term is added. The
+    simulated word lands in host memory; where the GPU polls its own memory, the word's last hop is the
+    measured one-way posted write instead (the simulated hop to host memory, tens of ns, is counted twice)."""
+    return EndToEnd(nbytes, (
+        Term("GPU posts descriptor + doorbell into the BAR (posted PCIe write)", ONE_WAY_NS,
+             "one-way GPU->host posted write, 0.88 us measured (BASELINES.md)"),
+        Term("card: doorbell at the card -> completion word in host memory", card_ns, card_basis),
+        Term("completion word reaches the GPU's memory (posted PCIe write)", ONE_WAY_NS,
+             "one-way posted write, 0.88 us measured (BASELINES.md)"),
+    ))

@@ -38,16 +38,49 @@ def _register_bench(ssub) -> None:
     b.add_argument("--total-bytes", type=positive_int, default=None, help="bytes streamed per size (default 4 MiB)")
     b.add_argument("--min-descriptors", type=positive_int, default=None,
                    help="at least this many descriptors per size, whatever --total-bytes says (default 4)")
+    card = b.add_argument_group(
+        "the whole card", "--card simulates the engine behind its PCIe front end through cocotbext-pcie's "
+        "UltraScale+ block model and root complex (host memory answers reads after --round-trip-ns); rows per "
+        "link and size, line_rate_fraction of the link's payload-limited rate")
+    card.add_argument("--card", action="store_true", help="bench the whole card through the PCIe model")
+    card.add_argument("--link", type=_links, default=None, metavar="LINKS",
+                      help="comma-separated links the 256-bit front end can run at: gen2x8, gen2x16, gen3x4, "
+                           "gen3x8, gen4x2, gen4x4 (default gen3x8)")
+    card.add_argument("--plot", type=output_file, default=None, metavar="FILE",
+                      help="PNG to write (default: beside the JSON)")
+    card.add_argument("--quick", action="store_true",
+                      help="a CI-sized run: sizes 64,4096,8192,65536 and 16 KiB streamed per size")
     add_param_options(b)
     b.set_defaults(func=run_bench)
+
+
+def _links(text: str):
+    from sim.card_bench_link import LinkError, parse_links
+
+    try:
+        return parse_links(text)
+    except LinkError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+CARD_ONLY = ("link", "plot", "quick")
 
 
 def run_bench(args: argparse.Namespace) -> int:
     from sim.toolchain import missing
 
+    if not args.card:
+        given = [f"--{name}" for name in CARD_ONLY if getattr(args, name)]
+        if given:
+            raise ArkdmaError(f"{', '.join(given)} belong to the card bench: add --card (the engine bench writes "
+                              "its plot beside the JSON)")
+    elif args.clock_mhz is not None:
+        raise ArkdmaError("--clock-mhz does not apply to --card: the card runs at its link's user clock (--link)")
     reason = missing()
     if reason:
         raise ArkdmaError(f"cannot simulate here: {reason}")
+    if args.card:
+        return _run_card_bench(args)
     from sim.bench import BenchConfig, run_and_report
 
     given = {k: getattr(args, k) for k in ("clock_mhz", "round_trip_ns", "sizes", "total_bytes", "min_descriptors")
@@ -99,3 +132,25 @@ def run_waves(args: argparse.Namespace) -> int:
                            "descriptors": tp.descriptors, "gbps": tp.gbps},
             "descriptors": [d.as_dict() for d in report.descriptors]}, indent=1))
     return 0
+
+
+def _run_card_bench(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from rtl.params import EngineParams
+    from sim.card_bench import QUICK_SIZES, QUICK_TOTAL_BYTES, CardBenchConfig, card_params
+    from sim.card_bench_report import run_and_report
+
+    given = {k: getattr(args, k) for k in ("round_trip_ns", "sizes", "total_bytes", "min_descriptors")
+             if getattr(args, k) is not None}
+    if args.quick:
+        given = {"sizes": QUICK_SIZES, "total_bytes": QUICK_TOTAL_BYTES, **given}
+    if args.link:
+        given["links"] = args.link
+    engine = {f.name: getattr(args, f.name) for f in dataclasses.fields(EngineParams)
+              if getattr(args, f.name, None) is not None}
+    try:
+        config = CardBenchConfig(params=card_params(**engine), **given)
+    except ValueError as exc:
+        raise ArkdmaError(f"card bench settings rejected: {exc}") from exc
+    return run_and_report(config, args.json, args.plot or args.json.with_suffix(".png"))

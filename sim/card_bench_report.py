@@ -1,0 +1,116 @@
+"""The card bench's face: its tables, its plot, and the command that runs it and writes the JSON (after every
+row, with "complete": false until the last, so a run cut short keeps what it measured)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sim.card_bench import CardBenchConfig, run
+
+
+def table(result: dict):
+    from rich.table import Table
+
+    t = Table(title=f"simulated card through the PCIe model, host memory round trip {result['round_trip_ns']:g} ns")
+    for col in ("link", "bytes", "descriptors", "GB/s", "of link", "GB/s steady", "latency ns", "doorbell->read",
+                "cycles/write TLP", "cycles/completion", "checked"):
+        t.add_column(col, justify="right")
+    for r in result["rows"]:
+        t.add_row(r["link"], f"{r['bytes']:,}", f"{r['descriptors']:,}", f"{r['gbps']:.3f}",
+                  f"{r['line_rate_fraction']:.1%}", _num(r["gbps_steady"], ".3f"), f"{r['latency_ns']:,.0f}",
+                  f"{r['doorbell_to_first_read_cycles']}", _num(r["cycles_per_write_tlp"]),
+                  _num(r["cycles_per_completion"]), "ok" if r["verified"] else "[red]MISMATCH[/red]")
+    return t
+
+
+def _num(x, spec: str = "g") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def links_table(result: dict):
+    from rich.table import Table
+
+    t = Table(title="links simulated (256-bit UltraScale+ interface, cocotbext-pcie block model)")
+    for col in ("link", "user clock MHz", "encoded GB/s", "payload-limited GB/s", "max payload B"):
+        t.add_column(col, justify="right")
+    for name, link in result["links"].items():
+        t.add_row(name, f"{link['user_clk_mhz']:g}", f"{link['raw_gbps']:.3f}", f"{link['payload_rate_gbps']:.3f}",
+                  str(link["max_payload_bytes"]))
+    return t
+
+
+def model_table(name: str, model: dict):
+    from rich.table import Table
+
+    t = Table(title=f"MODEL: end-to-end GPU-driven latency, one {model['bytes']:,} B descriptor through the "
+                    f"simulated card ({name})")
+    t.add_column("term")
+    t.add_column("ns", justify="right")
+    t.add_column("basis")
+    for term in model["terms"]:
+        t.add_row(term["name"], f"{term['ns']:,.0f}", term["basis"])
+    t.add_row("[bold]total (model)[/bold]", f"[bold]{model['total_ns']:,.0f}[/bold]", "")
+    return t
+
+
+def plot(result: dict, path: Path) -> None:
+    """GB/s against message size per link, each point labelled with its fraction of the link's
+    payload-limited rate (drawn dashed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from sim.bench import _size_label
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    top = 0.0
+    for name, link in result["links"].items():
+        rows = [r for r in result["rows"] if r["link"] == name]
+        sizes, gbps = [r["bytes"] for r in rows], [r["gbps"] for r in rows]
+        line = ax.plot(sizes, gbps, "o-", label=f"{name}: GB/s (label: of the payload-limited rate)")[0]
+        ax.axhline(link["payload_rate_gbps"], color=line.get_color(), ls="--", lw=1,
+                   label=f"{name}: payload-limited rate {link['payload_rate_gbps']:.2f} GB/s")
+        for r in rows:
+            ax.annotate(f"{r['line_rate_fraction']:.1%}", (r["bytes"], r["gbps"]), textcoords="offset points",
+                        xytext=(0, 7), ha="center", fontsize=7, color=line.get_color())
+        top = max(top, link["payload_rate_gbps"])
+    sizes = sorted({r["bytes"] for r in result["rows"]})
+    ax.set(xscale="log", xlabel="bytes per descriptor", ylabel="GB/s", ylim=(0, top * 1.1))
+    ax.set_xticks(sizes, [_size_label(s) for s in sizes], rotation=30, fontsize=8)
+    ax.minorticks_off()
+    ax.legend(loc="center right", fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_title(f"simulated card through the PCIe model, host memory round trip {result['round_trip_ns']:g} ns",
+                 fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run_and_report(config: CardBenchConfig, json_path: Path, png_path: Path) -> int:
+    """The command: run, print the tables, write the JSON (after every row) and the plot. Non-zero when any
+    byte came out wrong."""
+    from rich.console import Console
+
+    console = Console()
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+
+    def save(result: dict) -> None:
+        json_path.write_text(json.dumps(result, indent=1))
+
+    result = run(config, console, on_row=save)
+    save(result)
+    console.print(links_table(result))
+    console.print(table(result))
+    for name, link in result["links"].items():
+        if link["end_to_end_model"]:
+            console.print(model_table(name, link["end_to_end_model"]))
+    plot(result, png_path)
+    console.print(f"wrote {json_path} and {png_path}")
+    if not result["verified"]:
+        console.print("[red]some destination bytes differ from their source: see the rows marked MISMATCH[/red]")
+        return 1
+    return 0

@@ -1,0 +1,48 @@
+"""`arkdma sim bench --card` end to end on a tiny run through the PCIe model: the JSON's keys, every copied
+byte checked, the link's rate, the latency above the host memory's round trip, the model's terms."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sim import toolchain
+
+pytestmark = [pytest.mark.sim,
+              pytest.mark.skipif(toolchain.missing() is not None, reason=f"no simulator: {toolchain.missing()}")]
+
+ROW_KEYS = {"link", "bytes", "descriptors", "gbps", "line_rate_fraction", "latency_ns", "latency_cycles",
+            "gbps_steady", "doorbell_to_first_read_cycles", "read_round_trip_ns", "cycles_per_write_tlp",
+            "cycles_per_completion", "verified"}
+
+
+def test_tiny_card_bench_writes_checked_rows(tmp_path):
+    pytest.importorskip("cocotbext.pcie")
+    from ark_runtime.cli.main import main
+
+    out, png = tmp_path / "card.json", tmp_path / "plot" / "card.png"
+    # the first-light test's geometry (2 queues, 16 slots, 8 regions): no extra Verilator build in CI
+    assert main(["sim", "bench", "--card", "--json", str(out), "--plot", str(png), "--sizes", "256,4096",
+                 "--total-bytes", "4096", "--round-trip-ns", "500", "--num-queues", "2", "--slots", "16",
+                 "--num-regions", "8"]) == 0
+    result = json.loads(out.read_text())
+    assert png.stat().st_size > 0
+    assert result["complete"] is True and result["verified"] is True and result["round_trip_ns"] == 500.0
+    link = result["links"]["gen3x8"]
+    assert (link["generation"], link["lanes"], link["interface_bits"], link["user_clk_mhz"]) == (3, 8, 256, 250.0)
+    assert link["payload_rate_gbps"] == pytest.approx(6.6332, rel=1e-4)
+    assert [(r["bytes"], r["descriptors"]) for r in result["rows"]] == [(256, 16), (4096, 1)]
+    for row in result["rows"]:
+        assert ROW_KEYS <= row.keys()
+        assert row["verified"] is True
+        assert row["gbps"] == pytest.approx(row["line_rate_fraction"] * link["payload_rate_gbps"])
+        assert 0 < row["line_rate_fraction"] < 1
+        assert row["latency_ns"] == pytest.approx(row["latency_cycles"] * 4.0)
+        # the data is read across the link (>= the host memory's 500 ns) before the word is written back
+        assert 500 <= row["read_round_trip_ns"] < row["latency_ns"]
+        assert row["cycles_per_write_tlp"] > 0 and row["cycles_per_completion"] > 0
+    streamed = result["rows"][0]
+    assert streamed["gbps_steady"] > 0 and streamed["write_tlps"] >= 16 * 256 // 128
+    assert result["rows"][1]["gbps_steady"] is None  # one descriptor: no steady rate between two words
+    assert link["end_to_end_model"] is None  # no 8 KiB row
