@@ -9,12 +9,14 @@ PCIe block's RQ stream and completions from its RC stream (256 bits, DWORD-align
 - Errors end the read: a completion with a status other than Successful (UR, CA, CRS), the poisoned bit
   (EP) or any error code from the block answers the burst's remaining beats SLVERR (the engine ends the
   descriptor in BUS_ERROR); none of its data is delivered.
-- Completion timeout: a read not fully completed within completion_timeout_cycles (at most a quarter
-  more, the timer's grain) is answered the same way, its ID's generation moves on and the ID may be used
-  again at once. A completion that is not for a read in flight (its ID idle, its generation old: late
-  after a timeout, or a tail after an error) or whose byte count is not what the read still awaits is
-  dropped whole, never delivered as data. `timeouts` and `dropped` count both (modulo 2^16). A completion
-  could be mistaken only if it came back after its ID had timed out 2^(8 - id_width) more times.
+- Completion timeout: a read not fully completed within completion_timeout_cycles of its request (10 ms
+  at 250 MHz by default; up to a quarter more, the timer's grain, and never cutting a completion TLP
+  already arriving) is answered the same way, its ID's generation moves on and the ID may be used again
+  at once. A completion that is not for a read in flight (its ID idle, its generation old: late after a
+  timeout, or a tail after an error) or whose byte count is not what the read still awaits is dropped
+  whole, never delivered as data. `timeouts` and `dropped` count both (modulo 2^16). A late completion
+  could be taken as data only if its ID had timed out 2^(8 - id_width) more times since, and its byte
+  count were the one the new read awaits.
 - A write burst is gathered, then sent as memory writes of at most max_payload_bytes, from its first enabled
   byte to its last (the engine's strobes are one contiguous range); its response is OKAY once the last
   request is on the link (PCIe writes are posted and stay in order, so a write has no error to report).

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The PCIe requester alone (rtl/pcie_requester.py) in amaranth.sim, its RC stream driven by a Python model of
 host memory and the link: reads completed whole, split at read completion boundaries and interleaved between
 tags; UR, CA, CRS, poisoned completions and error codes answered SLVERR with none of their data delivered; a
