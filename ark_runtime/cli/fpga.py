@@ -1,4 +1,5 @@
-"""`arkdma fpga build|flash`: a bitstream for a board with the open flow, and loading it with openFPGALoader."""
+"""`arkdma fpga build|flash`: a bitstream for a board, with the open flow (ECP5 EVN: yosys, nextpnr, loaded with
+openFPGALoader) or with Vivado (PCIe cards: the Alveo U250, loaded through Vivado's hardware manager)."""
 
 from __future__ import annotations
 
@@ -29,32 +30,44 @@ def register(sub) -> None:
     fsub = p.add_subparsers(dest="fpga_command", required=True, metavar="ACTION")
 
     b = fsub.add_parser("build", help="synthesize, place, route and pack a bitstream for a board",
-                        description="Builds a bitstream with yosys, nextpnr-ecp5 and ecppack (YoWASP). The board "
-                                    "has no open PCIe core: the engine's BAR is reached over the board's UART and "
-                                    "its host memory is on-chip RAM (see fpga/README.md).")
-    b.add_argument("--board", default="ecp5-evn", help="board (default ecp5-evn)")
+                        description="ecp5-evn: builds a bitstream with yosys, nextpnr-ecp5 and ecppack (YoWASP); the "
+                                    "board has no open PCIe core, so the engine's BAR is reached over the board's "
+                                    "UART and its host memory is on-chip RAM (see fpga/README.md). alveo-u250: writes "
+                                    "the Vivado project of the PCIe card (Verilog, XDC, PCIe IP configuration, Tcl) "
+                                    "and runs Vivado where it is installed; without Vivado, or with --dry-run, it "
+                                    "checks the project instead (docs/card-bringup.md).")
+    b.add_argument("--board", default="ecp5-evn", help="ecp5-evn (open flow, default) or alveo-u250 (Vivado)")
     b.add_argument("--core", default="engine", choices=sorted(CORES),
                    help="; ".join(f"{k}: {v}" for k, v in CORES.items()) + " (default engine)")
-    b.add_argument("--clock", type=clock_mhz, default=125.0, metavar="MHZ",
-                   help="core clock the PLL should make (default 125; it reports what its dividers reach)")
+    b.add_argument("--clock", type=clock_mhz, default=None, metavar="MHZ",
+                   help="core clock: on ecp5-evn what the PLL should make (default 125; it reports what its "
+                        "dividers reach); on alveo-u250 the PCIe block's user clock, 250 and nothing else")
     b.add_argument("--baud", type=int, default=115200, help="UART baud rate (default 115200)")
     b.add_argument("--seed", type=int, default=1, help="placement seed (default 1)")
     b.add_argument("--allow-timing-fail", action="store_true", help="write a bitstream even when timing fails")
     b.add_argument("--build-dir", type=Path, default=None, metavar="DIR",
                    help="where the products and logs go (default build/fpga/<board>-<core>)")
-    b.add_argument("--timeout", type=seconds, default=3600.0, metavar="S", help="limit for the build (default 3600)")
+    b.add_argument("--timeout", type=seconds, default=None, metavar="S",
+                   help="limit for the build (default 3600; 14400 for Vivado)")
+    b.add_argument("--dry-run", action="store_true",
+                   help="alveo-u250: write and check the project (generic synthesis with yosys) without Vivado")
+    b.add_argument("--jobs", type=bounded_int(1, 64, "Vivado jobs"), default=8, help="alveo-u250: Vivado jobs (default 8)")
     b.add_argument("--json", type=output_file, metavar="FILE", help="write the build's figures as JSON to FILE")
     b.add_argument("--ram-kib", type=int, default=64, metavar="KIB",
                    help="on-chip RAM the engine core uses as host memory (default 64)")
     add_param_options(b, data_width=BOARD_DATA_WIDTH)
     b.set_defaults(func=run_build)
 
-    f = fsub.add_parser("flash", help="load a bitstream into the board with openFPGALoader")
-    f.add_argument("--board", default="ecp5-evn", help="board (default ecp5-evn)")
-    f.add_argument("--bitstream", type=Path, default=None, metavar="FILE",
-                   help="bitstream (default build/fpga/<board>-engine/arkdma.bit)")
+    f = fsub.add_parser("flash", help="load a bitstream into the board (openFPGALoader, or Vivado's hardware manager)")
+    f.add_argument("--board", default="ecp5-evn", help="ecp5-evn (openFPGALoader, default) or alveo-u250 (Vivado)")
+    f.add_argument("bitfile", nargs="?", type=Path, default=None, metavar="BITFILE",
+                   help="bitstream (default build/fpga/<board>-engine/arkdma.bit); with --to-flash on alveo-u250 the "
+                        "arkdma.mcs beside it, or a .mcs named here")
+    f.add_argument("--bitstream", type=Path, default=None, metavar="FILE", help="the same as BITFILE")
     f.add_argument("--to-flash", action="store_true",
-                   help="write the SPI flash (survives power-off) instead of the FPGA's SRAM")
+                   help="write the configuration flash (survives power-off) instead of the FPGA's SRAM")
+    f.add_argument("--hw-server", default="localhost:3121", metavar="HOST:PORT",
+                   help="alveo-u250: Vivado hardware server to connect to (default localhost:3121)")
     f.set_defaults(func=run_flash)
 
     for name, help_text in (("probe", "say which core answers on the serial link and read its identity"),
@@ -89,13 +102,31 @@ def _core_factory(args: argparse.Namespace):
     return lambda mhz: EngineCore(params, mhz, args.baud, args.ram_kib * 1024)
 
 
+def _flow(board: str) -> str:
+    """"open" or "vivado": which flow builds `board`; an unknown board is an error that lists them all."""
+    from fpga.boards import BOARDS as PCIE_BOARDS
+    from fpga.flow.board_build import BOARDS as OPEN_BOARDS
+
+    if board in OPEN_BOARDS:
+        return "open"
+    if board in PCIE_BOARDS:
+        return "vivado"
+    known = [f"{name} (open flow)" for name in OPEN_BOARDS] + [f"{name} (Vivado)" for name in PCIE_BOARDS]
+    raise ArkdmaError(f"unknown board {board!r}; known boards: {', '.join(known)}")
+
+
 def run_build(args: argparse.Namespace, console: Console | None = None) -> int:
+    console = console or Console()
+    if _flow(args.board) == "vivado":
+        return _run_vivado_build(args, console)
+    if args.dry_run:
+        raise ArkdmaError(f"--dry-run is for the Vivado boards; {args.board} builds with the open flow")
     from fpga.flow import board_build
 
-    console = console or Console()
     build_dir = args.build_dir or Path("build") / "fpga" / f"{args.board}-{args.core}"
-    result = board_build.build(_core_factory(args), args.board, build_dir, clock_mhz=args.clock, seed=args.seed,
-                               allow_timing_fail=args.allow_timing_fail, timeout_s=args.timeout, console=console)
+    result = board_build.build(_core_factory(args), args.board, build_dir, clock_mhz=args.clock or 125.0,
+                               seed=args.seed, allow_timing_fail=args.allow_timing_fail,
+                               timeout_s=args.timeout or 3600.0, console=console)
     verdict = "meets timing" if result.meets_timing else "MISSES timing"
     console.print(f"{result.bitstream}: {args.core} core at {result.clock_mhz:g} MHz ({verdict}, fmax "
                   f"{result.fmax_mhz:.1f} MHz), {result.luts} LUT4, {result.ffs} FF, {result.brams} DP16KD, "
@@ -107,10 +138,51 @@ def run_build(args: argparse.Namespace, console: Console | None = None) -> int:
     return 0
 
 
+def _run_vivado_build(args: argparse.Namespace, console: Console) -> int:
+    from fpga.cores.pcie_card_top import USER_CLOCK_MHZ
+    from fpga.flow import vivado
+
+    if args.core != "engine":
+        raise ArkdmaError(f"{args.board} carries the engine core only (the PCIe card); --core {args.core} is for "
+                          "the UART board")
+    if args.clock is not None and args.clock != USER_CLOCK_MHZ:
+        raise ArkdmaError(f"--clock {args.clock:g}: on {args.board} the engine runs on the PCIe block's user clock, "
+                          f"{USER_CLOCK_MHZ:g} MHz at Gen3 x8 with 256-bit streams; leave --clock out")
+    build_dir = args.build_dir or Path("build") / "fpga" / f"{args.board}-engine"
+    result = vivado.build(params_from(args), args.board, build_dir, dry_run=args.dry_run,
+                          allow_timing_fail=args.allow_timing_fail, jobs=args.jobs,
+                          timeout_s=args.timeout or 4 * 3600.0, console=console)
+    for line in result.checks:
+        console.print(f"checked: {line}")
+    if result.vivado:
+        console.print(f"{result.bitstream} and {result.flash_image}: built by {result.vivado} in {result.seconds:g} s "
+                      f"(timing: {result.logs['timing']}); load with `arkdma fpga flash --board {args.board}`")
+    else:
+        why = "--dry-run given" if args.dry_run else "Vivado was not found on PATH (nor in $VIVADO)"
+        console.print(f"no bitstream: {why}. The project in {build_dir} was written and checked as above; run "
+                      f"`vivado -mode batch -source build.tcl` in that folder on a machine with Vivado, or "
+                      f"install it ({vivado.INSTALL_VIVADO})")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"core": args.core, **result.as_dict()}, indent=2) + "\n")
+        console.print(f"wrote {args.json}")
+    return 0
+
+
 def run_flash(args: argparse.Namespace) -> int:
+    if args.bitfile and args.bitstream and args.bitfile != args.bitstream:
+        raise ArkdmaError(f"two bitstreams given ({args.bitfile} and --bitstream {args.bitstream}): give one")
+    image = args.bitfile or args.bitstream
+    if _flow(args.board) == "vivado":
+        from fpga.flow import vivado
+
+        image = image or Path("build") / "fpga" / f"{args.board}-engine" / "arkdma.bit"
+        log = vivado.flash(args.board, image, to_flash=args.to_flash, hw_server=args.hw_server)
+        print(f"loaded {image} into {args.board} ({'configuration flash' if args.to_flash else 'FPGA'}); log: {log}")
+        return 0
     from fpga.flow import board_build
 
-    bitstream = args.bitstream or Path("build") / "fpga" / f"{args.board}-engine" / f"{board_build.NAME}.bit"
+    bitstream = image or Path("build") / "fpga" / f"{args.board}-engine" / f"{board_build.NAME}.bit"
     log = board_build.flash(bitstream, args.board, to_flash=args.to_flash)
     print(f"loaded {bitstream} into {args.board} ({'SPI flash' if args.to_flash else 'SRAM'}); log: {log}")
     return 0

@@ -70,21 +70,27 @@ TOP_PORTS = ("pcie_refclk_p", "pcie_refclk_n", "pcie_perst_n", "pcie_rx_p", "pci
 LEDS = 3  # 0: heartbeat of the system clock (configured, clock runs), 1: PCIe link up, 2: BAR access or DMA
 
 
+def top_ports(board: PcieBoard) -> dict:
+    """CardTop's signature members on `board`; a board without one of TOP_PORTS, or too few LEDs or lane pins,
+    is refused."""
+    members = {}
+    for name in TOP_PORTS:
+        port = board.port(name)
+        members[name] = (In if port.direction == "input" else Out)(port.width)
+    if board.port("led").width < LEDS:
+        raise ValueError(f"{board.name} has {board.port('led').width} LEDs; the card top drives {LEDS}")
+    if board.port("pcie_rx_p").width != board.pcie_lanes:
+        raise ValueError(f"{board.name}: {board.port('pcie_rx_p').width} rx pins for {board.pcie_lanes} lanes")
+    return members
+
+
 class CardTop(wiring.Component):
     """The board's top level: every port is a pin of `board` (fpga/boards/), the card runs on the IP's user clock
     and is held in reset while the IP's user_reset is high (PERST#, link down)."""
 
     def __init__(self, params: EngineParams, board: PcieBoard):
-        members = {}
-        for name in TOP_PORTS:
-            port = board.port(name)
-            members[name] = (In if port.direction == "input" else Out)(port.width)
-        if board.port("led").width < LEDS:
-            raise ValueError(f"{board.name} has {board.port('led').width} LEDs; the card top drives {LEDS}")
-        if board.port("pcie_rx_p").width != board.pcie_lanes:
-            raise ValueError(f"{board.name}: {board.port('pcie_rx_p').width} rx pins for {board.pcie_lanes} lanes")
         self.params, self.board = params, board
-        super().__init__(members)
+        super().__init__(top_ports(board))
 
     def elaborate(self, platform):
         m = Module()

@@ -45,8 +45,13 @@ def xdc(board: PcieBoard) -> str:
     for clock in board.clocks:
         lines.append(f"create_clock -period {clock.period_ns:.3f} -name {clock.port} [get_ports {clock.port}]")
     # LEDs and PERST# are slow and asynchronous: no timing paths to close on them
-    lines += ["", "set_false_path -to [get_ports {led[*]}]", "set_output_delay 0 [get_ports {led[*]}]",
-              "set_false_path -from [get_ports pcie_perst_n]", "set_input_delay 0 [get_ports pcie_perst_n]", ""]
+    names = {port.name for port in board.ports}
+    lines.append("")
+    if "led" in names:
+        lines += ["set_false_path -to [get_ports {led[*]}]", "set_output_delay 0 [get_ports {led[*]}]"]
+    if "pcie_perst_n" in names:
+        lines += ["set_false_path -from [get_ports pcie_perst_n]", "set_input_delay 0 [get_ports pcie_perst_n]"]
+    lines.append("")
     return "\n".join(lines)
 
 
