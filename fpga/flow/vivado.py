@@ -105,18 +105,22 @@ def run_vivado(vivado: str, tcl: str, folder: Path, log: Path, steps: tuple[str,
         out.flush()
         proc = subprocess.Popen(command, cwd=folder, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         task = progress.add_task(f"vivado: starting (log: {log})", total=len(steps))
-        deadline, seen = time.monotonic() + timeout_s, 0
+        deadline, seen, offset, partial = time.monotonic() + timeout_s, 0, 0, ""
         while proc.poll() is None:
             if time.monotonic() > deadline:
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait()
                 raise ToolFailed("vivado", f"ran past its limit of {timeout_s:.0f} s (raise it with --timeout)",
                                  log, _tail(log))
-            marks = [line.split()[1] for line in log.read_text(errors="replace").splitlines()
-                     if line.startswith(STEP) and len(line.split()) > 1]
-            if len(marks) > seen:
-                seen = len(marks)
-                progress.update(task, completed=seen, description=f"vivado: {marks[-1]} (log: {log})")
+            with log.open(errors="replace") as f:  # only what was added since the last look: logs grow large
+                f.seek(offset)
+                text = partial + f.read()
+                offset = f.tell()
+            *lines, partial = text.split("\n")
+            for line in lines:
+                if line.startswith(STEP) and len(line.split()) > 1:
+                    seen += 1
+                    progress.update(task, completed=seen, description=f"vivado: {line.split()[1]} (log: {log})")
             time.sleep(0.5)
     if proc.returncode != 0:
         raise ToolFailed("vivado", f"exited with status {proc.returncode}", log, _tail(log))
