@@ -96,6 +96,8 @@ def run_and_report(config: CardBenchConfig, json_path: Path, png_path: Path) -> 
     from rich.console import Console
 
     console = Console()
+    if not console.is_terminal:  # a log: wide enough for the tables' columns
+        console = Console(width=160)
     json_path.parent.mkdir(parents=True, exist_ok=True)
 
     def save(result: dict) -> None:
