@@ -36,5 +36,7 @@ def test_card_copies_to_and_from_a_peer_endpoint(tmp_path):
     assert result["peer_requests"]["read"] > 0 and result["peer_requests"]["write"] > 0
     assert result["root_complex_saw_peer_addresses"] == 0
     assert result["planted"] == {"data": [17], "guard": [-1]}
-    assert result["hole_read"] == {"error": "BUS_ERROR", "completion_word_error": True, "peer_ur_completions": 1}
+    hole = result["hole_read"]
+    assert (hole["error"], hole["completion_word_error"]) == ("BUS_ERROR", True)
+    assert hole["peer_ur_completions"] >= 1, "the peer answered no read of the hole Unsupported Request"
     assert result["after_error"] == 2051
