@@ -70,25 +70,60 @@ def register(sub) -> None:
                    help="alveo-u250: Vivado hardware server to connect to (default localhost:3121)")
     f.set_defaults(func=run_flash)
 
-    for name, help_text in (("probe", "say which core answers on the serial link and read its identity"),
+    for name, help_text in (("probe", "find the board (UART, --port) or the card (PCIe, --pcie), read its identity "
+                                      "and run DMA through it"),
                             ("peek", "read 32-bit words through the bridge"),
                             ("poke", "write a 32-bit word through the bridge")):
         s = fsub.add_parser(name, help=help_text,
                             description=f"{help_text[0].upper()}{help_text[1:]}. Addresses: engine registers from "
                                         "0, submission windows from WINDOW_BASE, on-chip RAM from 0x80000000.")
-        s.add_argument("--port", required=True, metavar="DEV",
-                       help="serial device of the board, e.g. /dev/ttyUSB1, or tcp://HOST:PORT (arkdma sim board)")
+        s.add_argument("--port", required=name != "probe", metavar="DEV",
+                       help="serial device of the board, e.g. /dev/ttyUSB1, or tcp://HOST:PORT (arkdma sim board)"
+                            + ("; default $ARKDMA_CARD_UART" if name == "probe" else ""))
         s.add_argument("--baud", type=int, default=115200, help="the build's baud rate (default 115200)")
-        s.add_argument("--timeout", type=link_timeout, default=1.0, metavar="S", help="wait per access (default 1)")
         if name == "probe":
-            s.add_argument("--dma", action="store_true",
-                           help="then run a loopback DMA through the engine (board RAM to board RAM) and check it")
+            _add_probe_options(s)
+            continue
+        s.add_argument("--timeout", type=link_timeout, default=1.0, metavar="S", help="wait per access (default 1)")
         if name == "peek":
             s.add_argument("addr", nargs="+", type=bus_address, help="addresses (0x.. for hex)")
         if name == "poke":
             s.add_argument("addr", type=bus_address, help="address (0x.. for hex)")
             s.add_argument("value", type=word32, help="32-bit value (0x.. for hex)")
         s.set_defaults(func=run_link)
+
+
+def _add_probe_options(s) -> None:
+    s.description = ("With --port: say which core answers on the board's serial link and read its identity (--dma: "
+                     "and copy board RAM to board RAM). With --pcie: list the arkdma cards sysfs shows (link, BAR0, "
+                     "driver, IOMMU group), open one, read its ID, ABI version and capability registers, reset the "
+                     "engine and copy host memory to host memory through it, then, where a CUDA GPU is, map its "
+                     "BAR for GPU threads and copy into GPU memory. Each step says ok or FAILED and what to check; "
+                     "exit status 1 on a failure. Do not probe a card a job is using: the probe resets its engine.")
+    s.add_argument("--pcie", action="store_true", help="probe a card on PCIe, found through sysfs")
+    s.add_argument("--device", metavar="BDF", help="--pcie: the card's PCI address, e.g. 0000:65:00.0 (needed when "
+                                                   "there are several)")
+    s.add_argument("--method", choices=("auto", "vfio", "sysfs"), default=None,
+                   help="--pcie: map BAR0 through VFIO (DMA possible) or sysfs resource0 (registers only); default "
+                        "auto: VFIO when the card is bound to vfio-pci")
+    s.add_argument("--bytes", type=bounded_int(1, 1 << 30, "copy size in bytes"), default=None, metavar="N",
+                   help="--pcie: size of the large loopback copy (default 1048576; a 61-byte copy runs first)")
+    s.add_argument("--sysfs", type=Path, default=None, metavar="DIR",
+                   help="--pcie: the PCI devices folder (default /sys/bus/pci/devices)")
+    s.add_argument("--timeout", type=link_timeout, default=None, metavar="S",
+                   help="wait per access over the UART (default 1), per register poll or DMA completion on PCIe "
+                        "(default 5)")
+    s.add_argument("--dma", action="store_true",
+                   help="UART: then run a loopback DMA through the engine (board RAM to board RAM) and check it "
+                        "(--pcie always runs its DMA steps)")
+    s.add_argument("--json", type=output_file, metavar="FILE", help="write every step as JSON to FILE")
+    s.set_defaults(func=run_probe)
+
+
+def run_probe(args: argparse.Namespace) -> int:
+    from ark_runtime.cli.fpga_probe import run_probe as probe
+
+    return probe(args)
 
 
 def _core_factory(args: argparse.Namespace):
@@ -189,22 +224,10 @@ def run_flash(args: argparse.Namespace) -> int:
 
 
 def run_link(args: argparse.Namespace) -> int:
-    from fpga.link.serial_link import SerialLink, probe
+    from fpga.link.serial_link import SerialLink
 
     with SerialLink(args.port, args.baud, args.timeout) as link:
-        if args.fpga_command == "probe":
-            found = probe(link)
-            for key, value in found.items():
-                print(f"{key:>16} {value:#010x}" if isinstance(value, int) else f"{key:>16} {value}")
-            if args.dma:
-                if found["core"] != "engine":
-                    raise ArkdmaError("--dma needs the engine core; this board runs the scratch core")
-                from fpga.link.board import loopback
-
-                result = loopback(link)
-                print(f"loopback DMA: {result['bytes']} bytes copied and checked in {result['dma_seconds']} s "
-                      f"(completion count {result['completed']})")
-        elif args.fpga_command == "peek":
+        if args.fpga_command == "peek":
             for addr in args.addr:
                 print(f"{addr:#010x} {link.read32(addr):#010x}")
         else:
