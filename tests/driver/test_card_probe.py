@@ -244,10 +244,23 @@ def test_a_bar_without_permission(sysfs, monkeypatch):
     assert statuses(report)["registers"] == "skipped"
 
 
-def test_a_disabled_bar(sysfs):
-    add_device(sysfs, driver=None, enabled=False)
-    opened = step(probe(sysfs=sysfs, find_gpus=NO_GPU), "open")
-    assert opened.status == "FAILED" and "is disabled" in opened.summary and "BAR disabled" in opened.hint
+@pytest.mark.parametrize("broken, message", [("disabled", "is disabled"), ("unassigned", "BAR0 is not assigned")])
+def test_a_disabled_or_unassigned_bar(sysfs, broken, message):
+    dev = add_device(sysfs, driver=None, enabled=broken != "disabled")
+    if broken == "unassigned":
+        (dev / "resource").write_text("0x0 0x0 0x0\n")
+    report = probe(sysfs=sysfs, find_gpus=NO_GPU)
+    opened = step(report, "open")
+    assert opened.status == "FAILED" and message in opened.summary and "BAR disabled" in opened.hint
+    if broken == "unassigned":
+        assert report.cards[0].bar0_bytes is None and "not assigned" in report.cards[0].bar0_problem
+
+
+def test_a_card_that_left_the_bus_reads_all_ones(sysfs):
+    dev = add_device(sysfs, driver=None)
+    (dev / "resource0").write_bytes(b"\xff" * bar_bytes(4, 16))
+    regs = step(probe(sysfs=sysfs, find_gpus=NO_GPU), "registers")
+    assert regs.status == "FAILED" and "0xffffffff" in regs.summary and "left the bus" in regs.hint
 
 
 def test_vfio_without_an_iommu_group(sysfs):
