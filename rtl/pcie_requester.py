@@ -1,25 +1,33 @@
 """PcieRequester: the engine's memory port (an AXI4 slave, 64-bit beats) as requests on the Xilinx UltraScale+
 PCIe block's RQ stream and completions from its RC stream (256 bits, DWORD-aligned, no straddling).
 
-- A read burst becomes one memory read request. Its 8-bit PCIe tag is the burst's AXI ID below a
-  generation number of that ID (the tag's other bits), so the link must have Extended Tag Field Enable set
-  once an ID has timed out (hosts set it when the device supports it). The engine's bursts are at most
-  max_read_bytes and never cross 4 KiB. Completions, in any order between tags and split on 8-byte
-  boundaries within one, come back as R beats of that ID.
+- Sizes: `max_read_req` and `max_payload` take the Max_Read_Request_Size and Max_Payload_Size the host set in
+  the Device Control register, in its encoding (0: 128 bytes ... 5: 4096), as the block reports them
+  (cfg_max_read_req, cfg_max_payload). They are sampled between bursts and capped at the constructor's
+  max_read_bytes and max_payload_bytes, the most the card supports (reserved codes 6 and 7 read as the cap).
+- A read burst (8-byte aligned: the address's low three bits are ignored, as AXI places a beat's bytes by
+  address) becomes memory read requests cut at every multiple of the read request size, so none is larger and
+  none crosses 4 KiB. Each carries its own 8-bit PCIe tag: the burst's AXI ID, the request's place in the
+  burst, then a generation number of that ID (the tag's other bits), so the link must have Extended Tag
+  Field Enable set (hosts set it when the device supports it). Completions, in any order between tags and
+  split on 8-byte boundaries within one, are stored by their lower address in a buffer of one burst per ID
+  and answered as that ID's R beats in order as soon as the next beat is in.
 - Errors end the read: a completion with a status other than Successful (UR, CA, CRS), the poisoned bit
-  (EP) or any error code from the block answers the burst's remaining beats SLVERR (the engine ends the
-  descriptor in BUS_ERROR); none of its data is delivered.
-- Completion timeout: a read not fully completed within completion_timeout_cycles of its request (10 ms
-  at 250 MHz by default; up to a quarter more, the timer's grain, and never cutting a completion TLP
-  already arriving) is answered the same way, its ID's generation moves on and the ID may be used again
-  at once. A completion that is not for a read in flight (its ID idle, its generation old: late after a
-  timeout, or a tail after an error) or whose byte count is not what the read still awaits is dropped
-  whole, never delivered as data. `timeouts` and `dropped` count both (modulo 2^16). A late completion
-  could be taken as data only if its ID had timed out 2^(8 - id_width) more times since, and its byte
-  count were the one the new read awaits.
-- A write burst is gathered, then sent as memory writes of at most max_payload_bytes, from its first enabled
-  byte to its last (the engine's strobes are one contiguous range); its response is OKAY once the last
-  request is on the link (PCIe writes are posted and stay in order, so a write has no error to report).
+  (EP) or any error code from the block fails the burst. Its beats already in are still answered in order up
+  to the first one missing; from there every remaining beat is SLVERR with no data (the engine ends the
+  descriptor in BUS_ERROR) and its requests not yet sent are never sent.
+- Completion timeout: a read with a request not fully completed within completion_timeout_cycles of the
+  burst's address (10 ms at 250 MHz by default; up to a quarter more, the timer's grain, and never cutting a
+  completion TLP already arriving) fails the same way, its ID's generation moves on and the ID may be used
+  again once its last beat is answered. A completion that is not for a request in flight (its request done
+  or its burst failed, its generation old: late after a timeout) or whose byte count is not what its request
+  still awaits is dropped whole, never delivered as data. `timeouts` and `dropped` count both (modulo 2^16).
+  A late completion could be taken as data only if its ID had timed out 2^gen_bits more times since, and its
+  byte count were the one a request of the same place in the new burst awaits.
+- A write burst is gathered, then sent as memory writes cut at every multiple of the payload size, from its
+  first enabled byte to its last (the engine's strobes are one contiguous range); its response is OKAY once
+  the last request is on the link (PCIe writes are posted and stay in order, so a write has no error to
+  report).
 
 Requests are built and completions taken a DWORD at a time: this is the function, not yet the line rate.
 """
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from driver.abi import Resp
@@ -43,6 +52,20 @@ TAG_BITS = 8  # an extended PCIe tag
 COMPLETION_TIMEOUT_CYCLES = 2_500_000
 TIMEOUT_STEPS = 4  # the timer's grain: a quarter of the timeout
 STATUS_BITS = 16
+SIZES = (128, 256, 512, 1024, 2048, 4096)  # Max_Payload_Size and Max_Read_Request_Size, by their code
+SIZE_CODE_BITS = 3
+PAGE_BYTES = 4096
+
+
+def size_code(size: int) -> int:
+    """The Device Control encoding of a payload or read request size in bytes."""
+    return SIZES.index(size)
+
+
+def requests_per_burst(burst_bytes: int) -> int:
+    """The most read requests an 8-byte-aligned burst of up to `burst_bytes` is cut into: at every 128 bytes,
+    the smallest read request size."""
+    return -(-(burst_bytes - 8) // SIZES[0]) + 1
 
 
 def _field(value, width: int):
@@ -57,29 +80,39 @@ def _rq_header(addr, dwords, kind: int, tag):
 
 
 class PcieRequester(wiring.Component):
-    def __init__(self, *, id_width: int, max_burst_beats: int, data_width: int = 64, max_payload_bytes: int = 128,
-                 max_read_bytes: int = 512, completion_timeout_cycles: int = COMPLETION_TIMEOUT_CYCLES):
+    def __init__(self, *, id_width: int, max_burst_beats: int, data_width: int = 64, max_payload_bytes: int = 1024,
+                 max_read_bytes: int = 4096, completion_timeout_cycles: int = COMPLETION_TIMEOUT_CYCLES):
         if data_width != 64:
             raise ValueError(f"the requester serves a 64-bit engine, not {data_width}-bit: wider beats need "
                              "packing this first version does not have")
-        if max_payload_bytes not in (128, 256, 512, 1024, 2048, 4096):
+        if max_payload_bytes not in SIZES:
             raise ValueError(f"max_payload_bytes must be a PCIe payload size (128..4096), not {max_payload_bytes}")
-        if max_burst_beats * 8 > max_read_bytes:
-            raise ValueError(f"a burst of {max_burst_beats} beats ({max_burst_beats * 8} bytes) exceeds one read "
-                             f"request of {max_read_bytes} bytes")
-        if not 1 <= id_width < TAG_BITS:
-            raise ValueError(f"AXI IDs are used as PCIe tags below at least one generation bit: 1..{TAG_BITS - 1} "
-                             f"bits, not {id_width} (use fewer reads outstanding)")
+        if max_read_bytes not in SIZES:
+            raise ValueError(f"max_read_bytes must be a PCIe read request size (128..4096), not {max_read_bytes}")
+        if not 1 <= max_burst_beats <= PAGE_BYTES // 8:
+            raise ValueError(f"max_burst_beats must be 1..{PAGE_BYTES // 8} (a burst stays within 4 KiB), "
+                             f"not {max_burst_beats}")
+        self.max_requests = requests_per_burst(max_burst_beats * 8)
+        self.place_bits = max(1, (self.max_requests - 1).bit_length())
+        if not 1 <= id_width < TAG_BITS - self.place_bits:
+            raise ValueError(f"a read request's tag is its AXI ID, its place in the burst ({self.place_bits} bits "
+                             f"for {self.max_requests} requests of a {max_burst_beats * 8}-byte burst at 128 bytes "
+                             f"each) and at least one generation bit: id_width must be 1..."
+                             f"{TAG_BITS - self.place_bits - 1}, not {id_width} (use fewer reads outstanding or "
+                             "shorter bursts)")
         if not isinstance(completion_timeout_cycles, int) or completion_timeout_cycles < 16 * TIMEOUT_STEPS:
             raise ValueError(f"completion_timeout_cycles must be an int of at least {16 * TIMEOUT_STEPS} cycles, "
                              f"not {completion_timeout_cycles!r} (the PCIe default range is 50 us to 50 ms)")
         self.id_width, self.max_burst_beats = id_width, max_burst_beats
-        self.mps_dwords = max_payload_bytes // 4
+        self.gen_bits = TAG_BITS - id_width - self.place_bits
+        self.max_payload_bytes, self.max_read_bytes = max_payload_bytes, max_read_bytes
         self.completion_timeout_cycles = completion_timeout_cycles
         super().__init__({
             "mem": In(axi_signature(64, 64, id_width)),
             "rq": Out(axis_signature(WIDTH, RQ_USER_BITS)),
             "rc": In(axis_signature(WIDTH, RC_USER_BITS)),
+            "max_read_req": In(SIZE_CODE_BITS),
+            "max_payload": In(SIZE_CODE_BITS),
             "timeouts": Out(STATUS_BITS),
             "dropped": Out(STATUS_BITS),
         })
@@ -87,28 +120,54 @@ class PcieRequester(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         mem, rq, rc = self.mem, self.rq, self.rc
-        beats, iw = self.max_burst_beats, self.id_width
+        beats, iw, pb = self.max_burst_beats, self.id_width, self.place_bits
+        bb = max(1, (beats - 1).bit_length())  # bits of a beat's index in its burst
         ids = range(1 << iw)
-        remaining_of = [Signal(9, name=f"remaining{i}") for i in ids]  # beats an ID's burst awaits (0: idle)
-        gen_of = [Signal(TAG_BITS - iw, name=f"gen{i}") for i in ids]  # an ID's tag generation
-        age_of = [Signal(range(TIMEOUT_STEPS + 2), name=f"age{i}") for i in ids]  # timer ticks since its request
-        remaining, gen, age = Array(remaining_of), Array(gen_of), Array(age_of)
+        burst_bytes = 8 * beats
+        request_bytes = min(self.max_read_bytes, burst_bytes)  # the most one read request asks for
+        next_of = [Signal(range(beats + 1), name=f"next{i}") for i in ids]  # the burst's next beat to answer
+        end_of = [Signal(range(beats + 1), name=f"end{i}") for i in ids]  # its beats (next == end: ID idle)
+        base_of = [Signal(9, name=f"base{i}") for i in ids]  # its address bits [11:3]
+        failed_of = [Signal(name=f"failed{i}") for i in ids]
+        gen_of = [Signal(self.gen_bits, name=f"gen{i}") for i in ids]  # an ID's tag generation
+        age_of = [Signal(range(TIMEOUT_STEPS + 2), name=f"age{i}") for i in ids]  # timer ticks since its address
+        # bytes a read request still awaits, by the tag's low bits: Cat(ID, place in the burst)
+        left_of = [Signal(range(request_bytes + 1), name=f"left{s & ((1 << iw) - 1)}_{s >> iw}")
+                   for s in range(1 << (iw + pb))]
+        nxt, end, base, failed = Array(next_of), Array(end_of), Array(base_of), Array(failed_of)
+        gen, age, left = Array(gen_of), Array(age_of), Array(left_of)
+        waiting_of = [Signal(name=f"waiting{i}") for i in ids]  # a request of the ID awaits completions
+        for i in ids:
+            m.d.comb += waiting_of[i].eq(Cat(left_of[i | p << iw] != 0 for p in range(self.max_requests)).any())
+        waiting = Array(waiting_of)
+        # beats in the store, not yet answered: bit Cat(beat, ID)
+        stored = Signal(1 << (iw + bb))
+        m.submodules.store = store = Memory(shape=64, depth=1 << (iw + bb), init=[])
+        store_w, store_r = store.write_port(), store.read_port(transparent_for=())
         expired_age = TIMEOUT_STEPS + 1
 
+        # --- sizes: the host's, capped at the card's, sampled between bursts ---------------------------------------
+        mrrs_code, mps_code = Signal(SIZE_CODE_BITS), Signal(SIZE_CODE_BITS)
+        mrrs_bytes = Array(Const(s, 13) for s in SIZES[:size_code(self.max_read_bytes) + 1])[mrrs_code]
+        mps_dwords = Array(Const(s // 4, 11) for s in SIZES[:size_code(self.max_payload_bytes) + 1])[mps_code]
+
+        def capped(code, size):
+            return Mux(code > size_code(size), size_code(size), code)
+
         # --- the completion timer: one prescaler, a small age per ID ---------------------------------------------
-        # A read's age counts ticks from its request, so it expires between TIMEOUT_STEPS and TIMEOUT_STEPS + 1
+        # A read's age counts ticks from its address, so it expires between TIMEOUT_STEPS and TIMEOUT_STEPS + 1
         # tick periods later: between completion_timeout_cycles and a quarter more.
         period = -(-self.completion_timeout_cycles // TIMEOUT_STEPS)
         prescale, tick = Signal(range(period)), Signal()
         m.d.comb += tick.eq(prescale == 0)
         m.d.sync += prescale.eq(Mux(tick, period - 1, prescale - 1))
         for i in ids:
-            with m.If(tick & (remaining_of[i] != 0) & (age_of[i] != expired_age)):
+            with m.If(tick & waiting_of[i] & (age_of[i] != expired_age)):
                 m.d.sync += age_of[i].eq(age_of[i] + 1)
         scan = Signal(iw)  # the ID whose timer the RC side looks at this cycle
         m.d.sync += scan.eq(scan + 1)
         expired = Signal()
-        m.d.comb += expired.eq((age[scan] == expired_age) & (remaining[scan] != 0))
+        m.d.comb += expired.eq((age[scan] == expired_age) & waiting[scan])
 
         # --- writes: a burst gathered, then handed to the RQ side ------------------------------------------------
         buf = Array(Signal(64, name=f"wbuf{i}") for i in range(beats))
@@ -141,41 +200,62 @@ class PcieRequester(wiring.Component):
                 with m.If(mem.bready):
                     m.next = "IDLE"
 
-        # --- the RQ side: a write's requests, else a read request -------------------------------------------------
+        # --- the RQ side: a write's requests, else a read's ----------------------------------------------------
         dw, dw_end = Signal(range(2 * beats + 1)), Signal(range(2 * beats + 1))  # next DWORD to send, the last
-        tlp_left = Signal(range(self.mps_dwords + 1))
+        tlp_left = Signal(range(2 * beats + 1))
         first_tlp = Signal()
         lane = Signal(range(DWORDS + 1))
         out_data, out_keep, out_user = Signal(WIDTH), Signal(DWORDS), Signal(8)
+        r_addr, r_left, r_id, r_place = Signal(64), Signal(range(burst_bytes + 1)), Signal(iw), Signal(pb)
 
         def dword(i):
             return buf[i[1:]].word_select(i[0], 32)
 
         with m.FSM(name="rq"):
             with m.State("IDLE"):
+                m.d.sync += [mrrs_code.eq(capped(self.max_read_req, self.max_read_bytes)),
+                             mps_code.eq(capped(self.max_payload, self.max_payload_bytes))]
                 with m.If(w_full & ~w_sent):
                     m.d.sync += [dw.eq(Mux(first_strb[:4] != 0, 0, 1)), dw_end.eq(Cat(last_strb[4:] != 0, w_len)),
                                  first_tlp.eq(1)]
                     m.next = "HEADER"
+                with m.Elif(mem.arvalid & (nxt[mem.arid] == end[mem.arid])):  # (an ID is taken again once idle)
+                    m.d.comb += mem.arready.eq(1)
+                    a = mem.arid
+                    m.d.sync += [r_addr.eq(Cat(Const(0, 3), mem.araddr[3:])), r_left.eq((mem.arlen + 1) << 3),
+                                 r_id.eq(a), r_place.eq(0),
+                                 nxt[a].eq(0), end[a].eq(mem.arlen + 1), base[a].eq(mem.araddr[3:12]),
+                                 failed[a].eq(0)]
+                    for i in ids:
+                        with m.If(a == i):
+                            # (after the timer above: an address in the cycle of a tick starts at age 0)
+                            m.d.sync += [age_of[i].eq(0), stored[i << bb:(i + 1) << bb].eq(0)]
+                    m.next = "READ"
+            with m.State("READ"):
+                room = mrrs_bytes - (r_addr[:12] & (mrrs_bytes - 1))  # bytes to the next multiple of the size
+                n = Signal(range(request_bytes + 1))
+                m.d.comb += n.eq(Mux(r_left < room, r_left, room))
+                with m.If(failed[r_id]):
+                    m.next = "IDLE"  # the burst failed: its other requests are not sent
                 with m.Else():
-                    # a read request goes out in the cycle its address is taken
-                    m.d.comb += [rq.tvalid.eq(mem.arvalid), mem.arready.eq(rq.tready),
-                                 rq.tdata.eq(_rq_header(mem.araddr, Cat(Const(0, 1), mem.arlen + 1), MEM_READ,
-                                                        Cat(mem.arid, gen[mem.arid]))),
-                                 rq.tkeep.eq(0b1111), rq.tlast.eq(1), rq.tuser.eq(0xFF)]
-                    with m.If(mem.arvalid & rq.tready):
-                        # (after the timer above: a request in the cycle of a tick starts at age 0)
-                        m.d.sync += [remaining[mem.arid].eq(mem.arlen + 1), age[mem.arid].eq(0)]
+                    m.d.comb += [rq.tvalid.eq(1), rq.tkeep.eq(0b1111), rq.tlast.eq(1), rq.tuser.eq(0xFF),
+                                 rq.tdata.eq(_rq_header(r_addr, n[2:], MEM_READ, Cat(r_id, r_place, gen[r_id])))]
+                    with m.If(rq.tready):
+                        m.d.sync += [left[Cat(r_id, r_place)].eq(n), r_addr.eq(r_addr + n), r_left.eq(r_left - n),
+                                     r_place.eq(r_place + 1)]
+                        with m.If(r_left == n):
+                            m.next = "IDLE"
             with m.State("HEADER"):
-                left = dw_end - dw + 1
-                n = Signal(range(self.mps_dwords + 1))
-                m.d.comb += n.eq(Mux(left > self.mps_dwords, self.mps_dwords, left))
-                last_tlp = left <= self.mps_dwords
+                left_dw = dw_end - dw + 1
+                addr = (w_addr & ~Const(7, 64)) + (dw << 2)
+                room_dw = mps_dwords - (addr[2:12] & (mps_dwords - 1))  # DWORDs to the next multiple of the size
+                n = Signal(range(2 * beats + 1))
+                m.d.comb += n.eq(Mux(left_dw > room_dw, room_dw, left_dw))
+                last_tlp = left_dw <= room_dw
                 end_be = last_strb.word_select(dw_end[0], 4)
                 # a one-DWORD request carries all its enables in first_be: the burst's first, last, or both
                 fbe = Mux(first_tlp, first_strb.word_select(dw[0], 4), 0xF) & Mux((n == 1) & last_tlp, end_be, 0xF)
                 lbe = Mux(n == 1, 0, Mux(last_tlp, end_be, 0xF))
-                addr = (w_addr & ~Const(7, 64)) + (dw << 2)
                 m.d.sync += [out_data.eq(_rq_header(addr, n, MEM_WRITE, Const(0, 8))), out_keep.eq(0b1111),
                              out_user.eq(Cat(fbe, lbe)), lane.eq(4), tlp_left.eq(n)]
                 m.next = "FILL"
@@ -200,39 +280,72 @@ class PcieRequester(wiring.Component):
                         m.d.sync += first_tlp.eq(0)
                         m.next = "HEADER"
 
-        # --- the RC side: completions into R beats ------------------------------------------------------------
+        # --- the R side: each ID's beats in order from the store, SLVERR from the first missing one of a failed
+        # burst ---------------------------------------------------------------------------------------------------
+        ready = Signal(1 << iw)
+        for i in ids:
+            here = stored[i << bb:(i + 1) << bb].bit_select(next_of[i][:bb], 1)
+            m.d.comb += ready[i].eq((next_of[i] != end_of[i]) & (here | failed_of[i]))
+        pick = Signal(iw)
+        for i in reversed(ids):  # the lowest ready ID
+            with m.If(ready[i]):
+                m.d.comb += pick.eq(i)
+        r_valid, r_id, r_last, r_err = Signal(), Signal(iw), Signal(), Signal()
+        m.d.comb += [mem.rvalid.eq(r_valid), mem.rid.eq(r_id), mem.rlast.eq(r_last),
+                     mem.rdata.eq(Mux(r_err, 0, store_r.data)), mem.rresp.eq(Mux(r_err, Resp.SLVERR, Resp.OKAY))]
+        fire = ready.any() & (~r_valid | mem.rready)
+        pick_next = Signal(range(beats + 1))
+        m.d.comb += pick_next.eq(nxt[pick])
+        beat_at = Cat(pick_next[:bb], pick)
+        here = stored.bit_select(beat_at, 1)
+        m.d.comb += [store_r.addr.eq(beat_at), store_r.en.eq(fire)]
+        with m.If(fire):
+            last = pick_next + 1 == end[pick]
+            m.d.sync += [r_valid.eq(1), r_id.eq(pick), r_last.eq(last), r_err.eq(~here),
+                         nxt[pick].eq(pick_next + 1), stored.bit_select(beat_at, 1).eq(0)]
+            with m.If(last):
+                m.d.sync += failed[pick].eq(0)
+            with m.If(~here):  # the first SLVERR: every later beat of the burst is one too
+                for i in ids:
+                    with m.If(pick == i):
+                        m.d.sync += stored[i << bb:(i + 1) << bb].eq(0)
+        with m.Elif(mem.rready):
+            m.d.sync += r_valid.eq(0)
+
+        # --- the RC side: completions into the store ---------------------------------------------------------------
         beat, keep = Signal(WIDTH), Signal(DWORDS)
-        tag = Signal(iw)  # the ID the completion (or the timeout) being handled answers
+        tag = Signal(iw)  # the ID the completion being taken answers
+        slot = Signal(iw + pb)  # its request
+        widx = Signal(bb)  # the beat its next data is
         mid = Signal()  # inside a TLP: its next beat is not a start of packet
         rlane = Signal(range(DWORDS + 1))
         low, have_low = Signal(32), Signal()
         timeouts, dropped = Signal(STATUS_BITS), Signal(STATUS_BITS)
         m.d.comb += [self.timeouts.eq(timeouts), self.dropped.eq(dropped)]
-        r_valid, r_data, r_id, r_last, r_resp = Signal(), Signal(64), Signal(iw), Signal(), Signal(2)
-        m.d.comb += [mem.rvalid.eq(r_valid), mem.rdata.eq(r_data), mem.rid.eq(r_id), mem.rlast.eq(r_last),
-                     mem.rresp.eq(r_resp)]
-        with m.If(mem.rvalid & mem.rready):
-            m.d.sync += r_valid.eq(0)
-        r_free = ~r_valid | mem.rready
-        left_beats = remaining[tag]
 
-        def emit(data, resp):
-            m.d.sync += [r_valid.eq(1), r_data.eq(data), r_id.eq(tag), r_resp.eq(resp), r_last.eq(left_beats == 1),
-                         remaining[tag].eq(left_beats - 1)]
+        def fail(i):
+            """The burst of ID `i` fails: no more of its completions are taken."""
+            m.d.sync += failed[i].eq(1)
+            for k in ids:
+                with m.If(i == k):
+                    m.d.sync += [left_of[k | p << iw].eq(0) for p in range(self.max_requests)]
 
-        # the RC descriptor: DW0 lower address, error code [15:12], byte count [28:16]; DW1 DWORD count,
+        # the RC descriptor: DW0 lower address [11:0], error code [15:12], byte count [28:16]; DW1 DWORD count,
         # status [13:11], poisoned [14]; DW2 tag [7:0]
         d = [rc.tdata[32 * i: 32 * i + 32] for i in range(DWORDS)]
-        c_id, c_gen = d[2][:iw], d[2][iw:TAG_BITS]
+        c_id, c_slot, c_gen = d[2][:iw], d[2][:iw + pb], d[2][iw + pb:TAG_BITS]
         c_failed = (d[1][11:14] != 0) | d[1][14] | (d[0][12:16] != 0)
-        c_ours = (remaining[c_id] != 0) & (c_gen == gen[c_id])
-        c_expected = d[0][16:29] == Cat(Const(0, 3), remaining[c_id])  # the bytes the read still awaits
+        c_left, slot_left = Signal.like(left_of[0], name="c_left"), Signal.like(left_of[0], name="slot_left")
+        scan_gen = Signal.like(gen_of[0], name="scan_gen")
+        m.d.comb += [c_left.eq(left[c_slot]), slot_left.eq(left[slot]), scan_gen.eq(gen[scan])]
+        c_ours = (c_left != 0) & (c_gen == gen[c_id])
+        c_expected = d[0][16:29] == c_left  # the bytes the request still awaits
         with m.FSM(name="rc"):
             with m.State("TAKE"):
                 with m.If(~mid & expired):
                     # between TLPs only, so no TLP is cut; the ID's late completions now carry an old generation
-                    m.d.sync += [tag.eq(scan), gen[scan].eq(gen[scan] + 1), timeouts.eq(timeouts + 1)]
-                    m.next = "FAIL"
+                    fail(scan)
+                    m.d.sync += [gen[scan].eq(scan_gen + 1), timeouts.eq(timeouts + 1)]
                 with m.Else():
                     m.d.comb += rc.tready.eq(1)
                     with m.If(rc.tvalid):
@@ -243,33 +356,27 @@ class PcieRequester(wiring.Component):
                             m.d.sync += dropped.eq(dropped + 1)
                             with m.If(~rc.tlast):
                                 m.next = "DROP"
+                        with m.Elif(c_failed):
+                            fail(c_id)  # the TLP's own data (a poisoned one has some) is dropped
+                            with m.If(~rc.tlast):
+                                m.next = "DROP"
                         with m.Else():
-                            m.d.sync += [tag.eq(c_id), rlane.eq(3), have_low.eq(0)]
-                            with m.If(c_failed):
-                                m.next = "FAIL"
-                            with m.Else():
-                                m.next = "WALK"
+                            m.d.sync += [tag.eq(c_id), slot.eq(c_slot), rlane.eq(3), have_low.eq(0),
+                                         widx.eq(d[0][3:12] - base[c_id])]
+                            m.next = "WALK"
             with m.State("WALK"):
                 with m.If((rlane == DWORDS) | ~keep.bit_select(rlane[:3], 1)):
                     m.next = "TAKE"
                 with m.Elif(~have_low):
                     m.d.sync += [low.eq(beat.word_select(rlane[:3], 32)), have_low.eq(1), rlane.eq(rlane + 1)]
-                with m.Elif(left_beats == 0):
+                with m.Elif(slot_left == 0):
                     # more data than the byte count said (a malformed TLP): not delivered
                     m.d.sync += [have_low.eq(0), rlane.eq(rlane + 1)]
-                with m.Elif(r_free):
-                    emit(Cat(low, beat.word_select(rlane[:3], 32)), Resp.OKAY)
-                    m.d.sync += [have_low.eq(0), rlane.eq(rlane + 1)]
-            with m.State("FAIL"):
-                # the burst's remaining beats answered SLVERR; the TLP's own data (a poisoned one has some) is
-                # dropped after
-                with m.If(left_beats == 0):
-                    with m.If(mid):
-                        m.next = "DROP"
-                    with m.Else():
-                        m.next = "TAKE"
-                with m.Elif(r_free):
-                    emit(0, Resp.SLVERR)
+                with m.Else():
+                    m.d.comb += [store_w.addr.eq(Cat(widx, tag)), store_w.en.eq(1),
+                                 store_w.data.eq(Cat(low, beat.word_select(rlane[:3], 32)))]
+                    m.d.sync += [stored.bit_select(Cat(widx, tag), 1).eq(1), widx.eq(widx + 1),
+                                 left[slot].eq(slot_left - 8), have_low.eq(0), rlane.eq(rlane + 1)]
             with m.State("DROP"):
                 # the rest of a TLP that delivers nothing
                 m.d.comb += rc.tready.eq(1)

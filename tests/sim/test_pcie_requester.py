@@ -17,7 +17,7 @@ pytest.importorskip("amaranth", reason="the hardware extras are not installed: p
 from amaranth.sim import Simulator  # noqa: E402
 
 from driver.abi import Resp  # noqa: E402
-from rtl.pcie_requester import TAG_BITS, TIMEOUT_STEPS, PcieRequester  # noqa: E402
+from rtl.pcie_requester import SIZES, TIMEOUT_STEPS, PcieRequester, size_code  # noqa: E402
 
 pytestmark = pytest.mark.sim
 
@@ -62,6 +62,8 @@ class Completion:
 
 @dataclass
 class Request:
+    """One memory read request as the requester put it on RQ."""
+
     addr: int
     dwords: int
     tag: int
@@ -70,6 +72,10 @@ class Request:
     @property
     def id(self) -> int:
         return self.tag & ((1 << ID_WIDTH) - 1)
+
+    @property
+    def nbytes(self) -> int:
+        return 4 * self.dwords
 
     def completions(self, rcb: int = 64) -> list[Completion]:
         """The host's answer: the data split at each read completion boundary, as a completer may."""
@@ -82,6 +88,22 @@ class Request:
 
 
 @dataclass
+class WriteTlp:
+    """One memory write request as the requester put it on RQ."""
+
+    addr: int
+    dwords: int
+    first_be: int
+    last_be: int
+    data: bytes  # its DWORDs, every byte (enabled or not)
+
+    def enabled(self) -> bytes:
+        """The bytes its byte enables write."""
+        enables = [self.first_be] + [0xF] * (self.dwords - 2) + [self.last_be] * (self.dwords > 1)
+        return bytes(self.data[4 * k + b] for k, be in enumerate(enables) for b in range(4) if be >> b & 1)
+
+
+@dataclass
 class Beat:
     id: int
     data: int
@@ -91,25 +113,44 @@ class Beat:
 
 
 class Harness:
-    """The requester with a recorder on RQ (read requests) and on R (beats), the RC stream driven by `send`."""
+    """The requester with recorders on RQ (read and write requests, assembled) and on R (beats), the RC stream
+    driven by `send`. `mrrs` and `mps` are the sizes the host set, in bytes (or a raw code with `*_code`)."""
 
-    def __init__(self, timeout: int = TIMEOUT, seed: int = 0, idle: float = 0.0, stall: float = 0.0):
-        self.dut = PcieRequester(id_width=ID_WIDTH, max_burst_beats=BURST_BEATS, completion_timeout_cycles=timeout)
+    def __init__(self, timeout: int = TIMEOUT, seed: int = 0, idle: float = 0.0, stall: float = 0.0,
+                 id_width: int = ID_WIDTH, burst_beats: int = BURST_BEATS, mrrs: int = 4096, mps: int = 4096,
+                 rq_stall: float = 0.0, **ceilings):
+        self.dut = PcieRequester(id_width=id_width, max_burst_beats=burst_beats, completion_timeout_cycles=timeout,
+                                 **ceilings)
+        self.id_width = id_width
+        self.mrrs_code, self.mps_code = size_code(mrrs), size_code(mps)
         self.rng = random.Random(seed)
-        self.idle, self.stall = idle, stall
+        self.idle, self.stall, self.rq_stall = idle, stall, rq_stall
         self.cycle = 0
         self.beats: list[Beat] = []
+        self.requests: list[Request] = []
+        self.writes: list[WriteTlp] = []
+
+    def gen(self, tag: int) -> int:
+        """A read request tag's generation bits."""
+        return tag >> (self.id_width + self.dut.place_bits)
+
+    def place(self, tag: int) -> int:
+        """A read request tag's place in its burst."""
+        return tag >> self.id_width & ((1 << self.dut.place_bits) - 1)
 
     def run(self, bench) -> None:
         sim = Simulator(self.dut)
         sim.add_clock(4e-9)
         sim.add_testbench(self._r_sink, background=True)
+        sim.add_testbench(self._rq_sink, background=True)
         sim.add_testbench(bench)
         sim.run()
 
     async def _r_sink(self, ctx):
         mem = self.dut.mem
         ctx.set(mem.rready, 1)
+        ctx.set(self.dut.max_read_req, self.mrrs_code)
+        ctx.set(self.dut.max_payload, self.mps_code)
         async for _, _, valid, ready, rid, data, resp, last in ctx.tick().sample(
                 mem.rvalid, mem.rready, mem.rid, mem.rdata, mem.rresp, mem.rlast):
             self.cycle += 1
@@ -117,19 +158,98 @@ class Harness:
                 self.beats.append(Beat(rid, data, resp, bool(last), self.cycle))
             ctx.set(mem.rready, self.rng.random() >= self.stall)
 
-    async def read(self, ctx, rid: int, addr: int, beats: int = BURST_BEATS) -> Request:
-        """Offer a read burst; the request the requester puts on RQ in the same cycle."""
-        mem, rq = self.dut.mem, self.dut.rq
+    async def _rq_sink(self, ctx):
+        rq = self.dut.rq
         ctx.set(rq.tready, 1)
+        tlp: list[tuple[int, int, int]] = []
+        async for _, _, valid, ready, data, keep, user, last in ctx.tick().sample(
+                rq.tvalid, rq.tready, rq.tdata, rq.tkeep, rq.tuser, rq.tlast):
+            if valid and ready:
+                tlp.append((data, keep, user))
+                if last:
+                    self._record(tlp)
+                    tlp = []
+            ctx.set(rq.tready, self.rng.random() >= self.rq_stall)
+
+    def _record(self, tlp: list[tuple[int, int, int]]) -> None:
+        head, _, user = tlp[0]
+        addr, dwords, kind, tag = head & ((1 << 64) - 4), (head >> 64) & 0x7FF, (head >> 75) & 0xF, (head >> 96) & 0xFF
+        if kind == 0:
+            assert len(tlp) == 1 and tlp[0][1] == 0b1111, "a read request is its descriptor alone"
+            assert user & 0xFF == 0xFF, f"read request byte enables {user & 0xFF:#x}: whole DWORDs expected"
+            self.requests.append(Request(addr, dwords, tag, self.cycle))
+            return
+        assert kind == 1, f"request type {kind}: neither a memory read nor a memory write"
+        words = []
+        for k, (data, keep, _) in enumerate(tlp):
+            lanes = [i for i in range(4 if k == 0 else 0, 8) if keep >> i & 1]
+            assert keep == (1 << (lanes[-1] + 1 if lanes else 4)) - 1, f"beat {k}: tkeep {keep:#x} not contiguous"
+            words += [(data >> 32 * i) & 0xFFFFFFFF for i in lanes]
+        assert len(words) == dwords, f"{len(words)} DWORDs of data for a length of {dwords}"
+        self.writes.append(WriteTlp(addr, dwords, user & 0xF, user >> 4 & 0xF,
+                                    b"".join(w.to_bytes(4, "little") for w in words)))
+
+    async def read(self, ctx, rid: int, addr: int, beats: int = BURST_BEATS, within: int = 200) -> list[Request]:
+        """Offer a read burst; the read requests the requester puts on RQ for it."""
+        mem = self.dut.mem
         ctx.set(mem.arvalid, 1)
         ctx.set(mem.arid, rid)
         ctx.set(mem.araddr, addr)
         ctx.set(mem.arlen, beats - 1)
-        data, valid = await ctx.tick().sample(rq.tdata, rq.tvalid).until(mem.arready)
+        await ctx.tick().until(mem.arready)
         ctx.set(mem.arvalid, 0)
-        assert valid
-        assert (data >> 75) & 0xF == 0, "not a memory read request"
-        return Request(data & ((1 << 64) - 4), (data >> 64) & 0x7FF, (data >> 96) & 0xFF, self.cycle)
+        for _ in range(within):
+            if sum(r.nbytes for r in self.requests) >= 8 * beats:
+                break
+            await ctx.tick()
+        got, total = [], 0
+        while total < 8 * beats:
+            assert self.requests, f"read of {beats} beats at {addr:#x}: requests for {total} bytes in {within} cycles"
+            got.append(self.requests.pop(0))
+            total += got[-1].nbytes
+        assert total == 8 * beats, f"read of {8 * beats} bytes at {addr:#x} requested {total}"
+        return got
+
+    async def read_one(self, ctx, rid: int, addr: int, beats: int = BURST_BEATS) -> Request:
+        """A read burst that must go out as a single request."""
+        (req,) = await self.read(ctx, rid, addr, beats)
+        return req
+
+    async def write(self, ctx, wid: int, start: int, nbytes: int, within: int = 4000) -> list[WriteTlp]:
+        """A write burst of `nbytes` of `payload(start)` from byte address `start` (its strobes one contiguous
+        range); the write requests sent for it, once its response came."""
+        mem = self.dut.mem
+        first, end = start & ~7, start + nbytes
+        beats = -(-(end - first) // 8)
+        data = payload(first, 8 * beats)
+        ctx.set(mem.awvalid, 1)
+        ctx.set(mem.awid, wid)
+        ctx.set(mem.awaddr, start)
+        ctx.set(mem.awlen, beats - 1)
+        await ctx.tick().until(mem.awready)
+        ctx.set(mem.awvalid, 0)
+        for k in range(beats):
+            lo, hi = first + 8 * k, first + 8 * k + 8
+            strb = sum(1 << b for b in range(8) if start <= lo + b < end)
+            ctx.set(mem.wvalid, 1)
+            ctx.set(mem.wdata, int.from_bytes(data[8 * k:8 * k + 8], "little"))
+            ctx.set(mem.wstrb, strb)
+            ctx.set(mem.wlast, int(k == beats - 1))
+            await ctx.tick().until(mem.wready)
+            assert hi > lo
+        ctx.set(mem.wvalid, 0)
+        ctx.set(mem.bready, 1)
+        for _ in range(within):
+            bvalid, bid, bresp = ctx.get(mem.bvalid), ctx.get(mem.bid), ctx.get(mem.bresp)
+            await ctx.tick()
+            if bvalid:
+                assert bid == wid and bresp == Resp.OKAY
+                break
+        else:
+            raise AssertionError(f"no write response in {within} cycles")
+        ctx.set(mem.bready, 0)
+        got, self.writes = self.writes, []
+        return got
 
     async def send(self, ctx, completion: Completion, gap: int = 0) -> None:
         """Offer the completion's beats on RC (`gap` idle cycles before each beat after the first)."""
@@ -162,6 +282,11 @@ class Harness:
                              f"in {within} cycles")
 
 
+def payload(addr: int, n: int) -> bytes:
+    """What the engine writes at each address: a pattern unlike host_bytes."""
+    return bytes(((a * 7) ^ (a >> 9) ^ 0x5A) & 0xFF for a in range(addr, addr + n))
+
+
 def check_data(got: list[Beat], addr: int, length: int | None = None) -> None:
     """The beats carry the host's data from `addr`, OKAY, rlast on the burst's last (of `length` beats)."""
     want = host_bytes(addr, 8 * len(got))
@@ -190,7 +315,7 @@ def test_reads_complete_split_and_interleaved(seed):
         reqs = []
         for rid in range(1 << ID_WIDTH):
             addr = 0x1_0000_0000 * seed + 0x1000 * rid + 8 * rng.randrange(64)
-            reqs.append(await h.read(ctx, rid, addr, beats=rng.randint(1, BURST_BEATS)))
+            reqs.append(await h.read_one(ctx, rid, addr, beats=rng.randint(1, BURST_BEATS)))
         for r in reqs:
             assert r.tag == r.id and r.dwords > 0, "a first request's tag is its ID (generation 0)"
         # completions in any order between tags, in order within one
@@ -221,7 +346,7 @@ def test_error_completion_answers_the_rest_slverr(kind, good_pieces):
     h = Harness()
 
     async def bench(ctx):
-        req = await h.read(ctx, 5, 0x2000)
+        req = await h.read_one(ctx, 5, 0x2000)
         pieces = req.completions(rcb=32)  # four of 32 bytes
         for p in pieces[:good_pieces]:
             await h.send(ctx, p)
@@ -240,7 +365,7 @@ def test_error_completion_answers_the_rest_slverr(kind, good_pieces):
         assert not h.beats, "beats after the failed burst's last"
         assert ctx.get(h.dut.dropped) == (len(pieces) - good_pieces - 1 if bad_has_data else 0)
         # the ID works again, its tag unchanged (an error is not a timeout)
-        again = await h.read(ctx, 5, 0x3000)
+        again = await h.read_one(ctx, 5, 0x3000)
         assert again.tag == req.tag
         for p in again.completions():
             await h.send(ctx, p)
@@ -253,8 +378,8 @@ def test_timeout_answers_slverr_within_its_bound():
     h = Harness()
 
     async def bench(ctx):
-        lost = await h.read(ctx, 3, 0x4000)
-        slow = await h.read(ctx, 4, 0x5000)
+        lost = await h.read_one(ctx, 3, 0x4000)
+        slow = await h.read_one(ctx, 4, 0x5000)
         await h.wait(ctx, TIMEOUT - 20)
         for p in slow.completions():  # just inside its deadline: data
             await h.send(ctx, p)
@@ -272,12 +397,12 @@ def test_late_completion_is_not_taken_by_the_next_read_of_its_id():
     h = Harness()
 
     async def bench(ctx):
-        gens = 1 << (TAG_BITS - ID_WIDTH)
-        old = await h.read(ctx, 3, 0x6000)
+        gens = 1 << h.dut.gen_bits
+        old = await h.read_one(ctx, 3, 0x6000)
         check_failed(await h.burst(ctx, 3, within=TIMEOUT_BOUND))
-        new = await h.read(ctx, 3, 0x7000)  # the ID reused at once, same length
+        new = await h.read_one(ctx, 3, 0x7000)  # the ID reused at once, same length
         assert new.id == 3 and new.tag != old.tag, f"tag {new.tag:#x} reused after a timeout"
-        assert new.tag >> ID_WIDTH == 1 % gens
+        assert h.gen(new.tag) == 1 % gens
         late, fresh = old.completions(), new.completions()
         # the new read's first piece, then the whole late answer (its byte counts match the new read's), then
         # the rest of the new read
@@ -292,11 +417,11 @@ def test_late_completion_is_not_taken_by_the_next_read_of_its_id():
         assert ctx.get(h.dut.dropped) == len(late) and ctx.get(h.dut.timeouts) == 1
         # each timeout moves the generation on
         for k in range(2, 4):
-            again = await h.read(ctx, 3, 0x8000)
+            again = await h.read_one(ctx, 3, 0x8000)
             check_failed(await h.burst(ctx, 3, within=TIMEOUT_BOUND))
-            assert again.tag >> ID_WIDTH == (k - 1) % gens
-        last = await h.read(ctx, 3, 0x9000)
-        assert last.tag >> ID_WIDTH == 3 % gens
+            assert h.gen(again.tag) == (k - 1) % gens
+        last = await h.read_one(ctx, 3, 0x9000)
+        assert h.gen(last.tag) == 3 % gens
 
     h.run(bench)
 
@@ -307,7 +432,7 @@ def test_stray_completions_are_dropped():
     async def bench(ctx):
         # for an ID with no read in flight
         await h.send(ctx, Completion(9, host_bytes(0, 128), 128))
-        req = await h.read(ctx, 9, 0xA000)
+        req = await h.read_one(ctx, 9, 0xA000)
         # a byte count the read does not await, with the right tag
         await h.send(ctx, Completion(req.tag, host_bytes(0xA040, 64), 64, 0x40))
         # more data than the byte count: only what the read awaits is delivered
@@ -326,9 +451,9 @@ def test_a_timeout_does_not_cut_a_completion_in_progress():
     h = Harness()
 
     async def bench(ctx):
-        lost = await h.read(ctx, 2, 0xB000)
+        lost = await h.read_one(ctx, 2, 0xB000)
         await h.wait(ctx, TIMEOUT - 60)
-        streamed = await h.read(ctx, 1, 0xC000)
+        streamed = await h.read_one(ctx, 1, 0xC000)
         (whole,) = streamed.completions(rcb=4096)  # five beats, sent slowly across the other ID's deadline
         await h.send(ctx, whole, gap=40)
         assert h.cycle - lost.cycle > TIMEOUT_BOUND, "the completion ended before the deadline: no test"
@@ -350,7 +475,7 @@ def test_random_fates_against_the_model(seed):
         for n in range(24):
             rid = rng.randrange(1 << ID_WIDTH)
             beats = rng.randint(1, BURST_BEATS)
-            req = await h.read(ctx, rid, 0x10000 * n + 8 * rng.randrange(400), beats)
+            req = await h.read_one(ctx, rid, 0x10000 * n + 8 * rng.randrange(400), beats)
             pieces = req.completions(rng.choice((32, 64, 128)))
             fate = rng.choice(("ok", "ok", "error", "poisoned", "lost"))
             good = rng.randrange(len(pieces)) if fate != "ok" else len(pieces)
