@@ -215,9 +215,11 @@ def _registers_step(bar: Bar) -> Step:
     try:
         geometry = rp.decode_identity([values[n] for n in rp.IDENTITY])
     except ValueError as exc:
-        hint = ("wrong ABI version: rebuild the bitstream from this tree (arkdma fpga build) or use the driver "
-                "that matches it" if ident == DEVICE_MAGIC and major != ABI_VERSION_MAJOR
-                else "BAR0 does not hold the arkdma engine: the wrong bitstream, or a BAR other than the engine's")
+        if ident != DEVICE_MAGIC:
+            hint = "BAR0 does not hold the arkdma engine: the wrong bitstream, or a BAR other than the engine's"
+        else:
+            what = "wrong ABI version" if major != ABI_VERSION_MAJOR else "a window layout not this ABI's"
+            hint = f"{what}: rebuild the bitstream from this tree (arkdma fpga build) or use the driver that matches it"
         return Step("registers", FAILED, str(exc), hint, data)
     need = bar_bytes(geometry.num_queues, geometry.slots)
     if bar.size < need:
