@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rtl.params import EngineParams
 from sim.card_bench_link import DEFAULT_LINK, Link, parse_link
+from sim.job_types import ROUND_TRIP_NS
 from sim.latency_model import gpu_driven_through_card
 
 DEFAULT_SIZES = (64, 256, 1024, 4096, 8192, 16384, 65536, 262144, 1 << 20)
@@ -24,7 +25,6 @@ QUICK_SIZES = (64, 4096, 8192, 65536)
 QUICK_TOTAL_BYTES = 16 << 10
 MODEL_BYTES = 8192  # the end-to-end model's descriptor
 JOB_ENV, RESULT_ENV = "ARKDMA_CARD_BENCH_JOB", "ARKDMA_SIM_RESULT"  # the job's file and the result's, JSON
-ROUND_TRIP_NS = 1770.0  # GPU <-> host round trip measured on an H100 (BASELINES.md), as `arkdma sim bench`
 MAX_SIMULATED_BYTES = 16 << 20  # through the PCIe model a MiB takes about two minutes of simulation
 
 
@@ -171,8 +171,10 @@ def run(config: CardBenchConfig, console=None, on_row=None) -> dict:
 
     model = build(config.params, console=console, top=CARD)
     plan = [(link, size) for link in config.links for size in config.sizes]
-    result = {"bench": "card", **config.as_dict(), "links": {}, "rows": [], "wall_seconds": {},
-              "complete": False}
+    stamp = model.directory / "build.stamp"
+    result = {"bench": "card", **config.as_dict(),
+              "model": {"top": model.top.name, "sources_digest": stamp.read_text() if stamp.exists() else None},
+              "links": {}, "rows": [], "wall_seconds": {}, "complete": False}
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False, disable=console is None) as progress:
