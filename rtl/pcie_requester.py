@@ -54,7 +54,7 @@ TIMEOUT_STEPS = 4  # the timer's grain: a quarter of the timeout
 STATUS_BITS = 16
 SIZES = (128, 256, 512, 1024, 2048, 4096)  # Max_Payload_Size and Max_Read_Request_Size, by their code
 SIZE_CODE_BITS = 3
-PAGE_BYTES = 4096
+MAX_BURST_BEATS = 256  # AXI4's longest burst
 
 
 def size_code(size: int) -> int:
@@ -89,9 +89,8 @@ class PcieRequester(wiring.Component):
             raise ValueError(f"max_payload_bytes must be a PCIe payload size (128..4096), not {max_payload_bytes}")
         if max_read_bytes not in SIZES:
             raise ValueError(f"max_read_bytes must be a PCIe read request size (128..4096), not {max_read_bytes}")
-        if not 1 <= max_burst_beats <= PAGE_BYTES // 8:
-            raise ValueError(f"max_burst_beats must be 1..{PAGE_BYTES // 8} (a burst stays within 4 KiB), "
-                             f"not {max_burst_beats}")
+        if not 1 <= max_burst_beats <= MAX_BURST_BEATS:
+            raise ValueError(f"max_burst_beats must be 1..{MAX_BURST_BEATS} (AXI4), not {max_burst_beats}")
         self.max_requests = requests_per_burst(max_burst_beats * 8)
         self.place_bits = max(1, (self.max_requests - 1).bit_length())
         if not 1 <= id_width < TAG_BITS - self.place_bits:

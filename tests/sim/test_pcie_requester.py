@@ -68,10 +68,11 @@ class Request:
     dwords: int
     tag: int
     cycle: int
+    id_width: int = ID_WIDTH
 
     @property
     def id(self) -> int:
-        return self.tag & ((1 << ID_WIDTH) - 1)
+        return self.tag & ((1 << self.id_width) - 1)
 
     @property
     def nbytes(self) -> int:
@@ -177,7 +178,7 @@ class Harness:
         if kind == 0:
             assert len(tlp) == 1 and tlp[0][1] == 0b1111, "a read request is its descriptor alone"
             assert user & 0xFF == 0xFF, f"read request byte enables {user & 0xFF:#x}: whole DWORDs expected"
-            self.requests.append(Request(addr, dwords, tag, self.cycle))
+            self.requests.append(Request(addr, dwords, tag, self.cycle, self.id_width))
             return
         assert kind == 1, f"request type {kind}: neither a memory read nor a memory write"
         words = []
@@ -512,3 +513,178 @@ def test_parameters_are_checked():
         PcieRequester(id_width=8, max_burst_beats=16)
     with pytest.raises(ValueError, match="completion_timeout_cycles"):
         PcieRequester(id_width=4, max_burst_beats=16, completion_timeout_cycles=10)
+
+
+# --- request sizes: the host's Max_Read_Request_Size and Max_Payload_Size --------------------------------------
+
+SWEEP_BEATS = 256  # 2 KiB bursts, the longest of AXI4: every size up to 2048 cuts some, 4096 cuts at 4 KiB
+SWEEP_READS = [(beats, offset) for beats in (1, 2, 17, 64) for offset in (0, 8, 120, 4 + 256, 4096 - 8 * (beats // 2))]
+SWEEP_READS += [(256, 120), (256, 4096 - 1024)]  # 4 + 256: an odd DWORD; 4096 - ...: across 4 KiB
+SWEEP_WRITES = [(nbytes, offset) for nbytes in (1, 3, 61, 129, 600) for offset in (0, 4, 5, 127, 4096 - nbytes // 2)]
+SWEEP_WRITES += [(2040, 5), (2040, 4096 - 1020)]
+# every size is swept; the default set sweeps the smallest, a common host's and the largest
+SWEEP_SIZES = [size if size in (128, 512, 4096) else pytest.param(size, marks=pytest.mark.slow) for size in SIZES]
+
+
+def split_model(addr: int, nbytes: int, size: int) -> list[tuple[int, int]]:
+    """(address, bytes) of each request: `nbytes` from `addr` cut at every multiple of `size`."""
+    out = []
+    while nbytes:
+        n = min(nbytes, size - addr % size)
+        out.append((addr, n))
+        addr, nbytes = addr + n, nbytes - n
+    return out
+
+
+def write_model(start: int, nbytes: int, size: int) -> list[tuple[int, int, int, int]]:
+    """(address, DWORDs, first_be, last_be) of each write request for bytes [start, start + nbytes)."""
+    end = start + nbytes
+    first_mask, last_mask = 0xF << start % 4 & 0xF, 0xF >> (4 - end % 4) % 4
+    dword_start, dword_end = start // 4 * 4, -(-end // 4) * 4
+    pieces = split_model(dword_start, dword_end - dword_start, size)
+    out = []
+    for k, (addr, n) in enumerate(pieces):
+        dwords, first, last = n // 4, k == 0, k == len(pieces) - 1
+        fbe = first_mask if first else 0xF
+        if dwords == 1:
+            out.append((addr, 1, fbe & (last_mask if last else 0xF), 0))
+        else:
+            out.append((addr, dwords, fbe, last_mask if last else 0xF))
+    return out
+
+
+def check_requests(h: Harness, reqs: list[Request], rid: int, addr: int, beats: int, size: int) -> None:
+    """The burst's requests are the model's cut of its 8-byte-aligned bytes, each at most `size` and within
+    4 KiB, tagged with its ID and its place."""
+    want = split_model(addr & ~7, 8 * beats, size)
+    assert [(r.addr, r.nbytes) for r in reqs] == want, f"burst of {beats} beats at {addr:#x}, size {size}"
+    for k, r in enumerate(reqs):
+        assert r.nbytes <= size and r.addr // 4096 == (r.addr + r.nbytes - 1) // 4096
+        assert r.id == rid and h.place(r.tag) == k, f"request {k} of ID {rid}: tag {r.tag:#x}"
+
+
+async def answer_shuffled(h: Harness, ctx, reqs: list[Request], rng: random.Random) -> None:
+    """Every request's completions, split at random completion boundaries, in a random order between
+    requests (of one burst or several) and in order within each."""
+    pending = [r.completions(rng.choice((64, 128))) for r in reqs]
+    while any(pending):
+        await h.send(ctx, rng.choice([p for p in pending if p]).pop(0))
+
+
+@pytest.mark.parametrize("size", SWEEP_SIZES)
+def test_reads_cut_at_the_read_request_size(size):
+    """Bursts of every length at offsets that start mid-way, cross 4 KiB and name an odd DWORD, two at a time
+    on two IDs, with the host's MRRS `size`: the requests are the model's, their completions come back out of
+    order between requests, and each burst's beats carry its bytes in order."""
+    h = Harness(id_width=1, burst_beats=SWEEP_BEATS, mrrs=size, seed=size, idle=0.1, stall=0.2, rq_stall=0.2,
+                timeout=1 << 20)
+    rng = random.Random(size)
+
+    async def bench(ctx):
+        for k in range(0, len(SWEEP_READS), 2):
+            bursts = []
+            for rid, (beats, offset) in enumerate(SWEEP_READS[k:k + 2]):
+                addr = 0x1_0000_0000 + 0x10000 * k + 0x2000 * rid + offset
+                reqs = await h.read(ctx, rid, addr, beats)
+                check_requests(h, reqs, rid, addr, beats, size)
+                bursts.append((rid, addr, beats, reqs))
+            tags = [r.tag for *_, reqs in bursts for r in reqs]
+            assert len(set(tags)) == len(tags), "two requests in flight with one tag"
+            await answer_shuffled(h, ctx, [r for *_, reqs in bursts for r in reqs], rng)
+            for rid, addr, beats, _ in bursts:
+                check_data(await h.burst(ctx, rid, beats, within=20 * beats + 400), addr & ~7)
+        await h.wait(ctx, 40)
+        assert not h.beats, "beats that no read asked for"
+        assert ctx.get(h.dut.timeouts) == 0 and ctx.get(h.dut.dropped) == 0
+
+    h.run(bench)
+
+
+@pytest.mark.parametrize("size", SWEEP_SIZES)
+def test_writes_cut_at_the_payload_size(size):
+    """Writes of every length from byte offsets that start mid-DWORD, on an odd DWORD and across 4 KiB, with the
+    host's MPS `size`: the write requests are the model's (addresses, lengths, byte enables) and together
+    write exactly the burst's bytes."""
+    h = Harness(id_width=1, burst_beats=SWEEP_BEATS, mps=size, rq_stall=0.2, max_payload_bytes=4096)
+
+    async def bench(ctx):
+        for k, (nbytes, offset) in enumerate(SWEEP_WRITES):
+            start = 0x2_0000_0000 + 0x10000 * k + offset
+            tlps = await h.write(ctx, k % 2, start, nbytes, within=20 * nbytes + 400)
+            assert [(t.addr, t.dwords, t.first_be, t.last_be) for t in tlps] == write_model(start, nbytes, size), \
+                f"{nbytes} bytes at {start:#x}, size {size}"
+            for t in tlps:
+                assert 4 * t.dwords <= size and t.addr // 4096 == (t.addr + 4 * t.dwords - 1) // 4096
+            assert b"".join(t.enabled() for t in tlps) == payload(start, nbytes), f"{nbytes} bytes at {start:#x}"
+
+    h.run(bench)
+
+
+def test_sizes_are_capped_and_sampled_between_bursts():
+    """The host's sizes above the card's ceilings (and the reserved codes) are cut to the ceilings; a size
+    changed by the host takes effect from the next burst."""
+    h = Harness(id_width=1, burst_beats=SWEEP_BEATS, max_read_bytes=256, max_payload_bytes=512)
+
+    async def bench(ctx):
+        for code, want in ((5, 256), (7, 256), (0, 128), (1, 256)):
+            ctx.set(h.dut.max_read_req, code)
+            ctx.set(h.dut.max_payload, code)
+            await h.wait(ctx, 2)
+            reqs = await h.read(ctx, 0, 0x3000, 128)
+            assert [r.nbytes for r in reqs] == [want] * (1024 // want), f"read request size code {code}"
+            await answer_shuffled(h, ctx, reqs, random.Random(code))
+            check_data(await h.burst(ctx, 0, 128), 0x3000)
+            tlps = await h.write(ctx, 1, 0x5000, 1024)
+            size = min(128 << code, 512) if code <= 5 else 512
+            assert [4 * t.dwords for t in tlps] == [size] * (1024 // size), f"payload size code {code}"
+
+    h.run(bench)
+
+
+CARD_ID_WIDTH, CARD_BEATS = 4, 64  # the card's requester: 16 reads in flight, 512-byte bursts
+THREE = (0x2040, 32)  # at MRRS 128: requests of 64, 128 and 64 bytes
+
+
+@pytest.mark.parametrize("case", ["first_in", "third_first", "poisoned", "lost"])
+def test_an_error_on_the_second_of_three_requests(case):
+    """A burst cut into three requests whose second fails (UR, poisoned, never answered): the beats before the
+    first missing one carry data, every later beat is SLVERR, the other requests' late completions are
+    dropped, and the ID serves its next burst (same generation unless it timed out)."""
+    h = Harness(id_width=CARD_ID_WIDTH, burst_beats=CARD_BEATS, mrrs=128)
+
+    async def bench(ctx):
+        addr, beats = THREE
+        reqs = await h.read(ctx, 7, addr, beats)
+        assert [r.nbytes for r in reqs] == [64, 128, 64]
+        first, second, third = (r.completions(rcb=64) for r in reqs)
+        if case == "third_first":
+            for c in third:
+                await h.send(ctx, c)
+        else:
+            for c in first:
+                await h.send(ctx, c)
+        if case == "poisoned":
+            second[0].poisoned = True
+            for c in second:
+                await h.send(ctx, c)
+        elif case != "lost":
+            await h.send(ctx, Completion(reqs[1].tag, b"", 128, reqs[1].addr & 0xFFF, status=UR))
+        late = first if case == "third_first" else third
+        if case != "lost":
+            for c in late:
+                await h.send(ctx, c)
+        got = await h.burst(ctx, 7, beats, within=TIMEOUT_BOUND + 400)
+        if case == "lost":  # the third request's answer comes after the timeout
+            for c in late:
+                await h.send(ctx, c)
+        check_failed(got, good=0 if case == "third_first" else 8, addr=addr)
+        await h.wait(ctx, 40)
+        assert not h.beats, "beats after the failed burst's last"
+        assert ctx.get(h.dut.dropped) == len(late) + (len(second) - 1 if case == "poisoned" else 0)
+        assert ctx.get(h.dut.timeouts) == (case == "lost")
+        again = await h.read(ctx, 7, 0x4000, 16)
+        assert h.gen(again[0].tag) == h.gen(reqs[0].tag) + (case == "lost")
+        await answer_shuffled(h, ctx, again, random.Random(1))
+        check_data(await h.burst(ctx, 7, 16), 0x4000)
+
+    h.run(bench)
