@@ -44,6 +44,8 @@ def pcie_ip_ports(lanes: int) -> tuple[BlackboxPort, ...]:
         BlackboxPort("cfg_flr_in_process", "output", 4), BlackboxPort("cfg_flr_done", "input", 4),
         BlackboxPort("cfg_config_space_enable", "input"), BlackboxPort("cfg_link_training_enable", "input"),
         BlackboxPort("cfg_power_state_change_ack", "input"),
+        # the host's Max_Read_Request_Size (0: 128 bytes ... 5: 4096) and Max_Payload_Size (0: 128 ... 3: 1024)
+        BlackboxPort("cfg_max_read_req", "output", 3), BlackboxPort("cfg_max_payload", "output", 2),
     )
 
 

@@ -19,7 +19,7 @@ from fpga.boards.spec import PcieBoard
 from fpga.cores.pcie4_ip import IP_MODULE
 from rtl.params import EngineParams
 from rtl.pcie_completer import CC_USER_BITS, CQ_USER_BITS, WIDTH, PcieCompleter, axis_signature
-from rtl.pcie_requester import COMPLETION_TIMEOUT_CYCLES, RC_USER_BITS, RQ_USER_BITS, PcieRequester
+from rtl.pcie_requester import COMPLETION_TIMEOUT_CYCLES, RC_USER_BITS, RQ_USER_BITS, SIZE_CODE_BITS, PcieRequester
 
 USER_CLOCK_MHZ = 250.0  # the block's user clock at Gen3 x8 with a 256-bit interface
 HEARTBEAT_BIT = 28  # LED 0 toggles every 2**28 system-clock cycles: about 1 Hz at 300 MHz
@@ -34,7 +34,9 @@ def bar0_bytes(params: EngineParams) -> int:
 
 class PcieCard(wiring.Component):
     """The engine between the PCIe block's completer streams (CQ/CC: BAR0) and requester streams (RQ/RC: its
-    memory port), in the `sync` domain at the block's user clock."""
+    memory port), in the `sync` domain at the block's user clock. `cfg_max_read_req` and `cfg_max_payload` are the
+    block's outputs of the same names: the Max_Read_Request_Size and Max_Payload_Size the host set, which the
+    requester cuts its reads and writes to."""
 
     def __init__(self, params: EngineParams, completion_timeout_cycles: int = COMPLETION_TIMEOUT_CYCLES):
         self.params, self.completion_timeout_cycles = params, completion_timeout_cycles
@@ -43,6 +45,8 @@ class PcieCard(wiring.Component):
             "cc": Out(axis_signature(WIDTH, CC_USER_BITS)),
             "rq": Out(axis_signature(WIDTH, RQ_USER_BITS)),
             "rc": In(axis_signature(WIDTH, RC_USER_BITS)),
+            "cfg_max_read_req": In(SIZE_CODE_BITS),
+            "cfg_max_payload": In(SIZE_CODE_BITS),
         })
 
     def elaborate(self, platform):
@@ -61,6 +65,7 @@ class PcieCard(wiring.Component):
         wiring.connect(m, core.mem, requester.mem)
         wiring.connect(m, requester.rq, wiring.flipped(self.rq))
         wiring.connect(m, wiring.flipped(self.rc), requester.rc)
+        m.d.comb += [requester.max_read_req.eq(self.cfg_max_read_req), requester.max_payload.eq(self.cfg_max_payload)]
         return m
 
 
@@ -106,6 +111,7 @@ class CardTop(wiring.Component):
         user_clk, user_reset, link_up = Signal(name="user_clk"), Signal(name="user_reset"), Signal(name="link_up")
         cc_ready, rq_ready = Signal(4, name="cc_ready"), Signal(4, name="rq_ready")
         flr_in_process, flr_seen = Signal(4, name="flr_in_process"), Signal(4, name="flr_seen")
+        max_read_req, max_payload = Signal(3, name="cfg_max_read_req"), Signal(2, name="cfg_max_payload")
         m.submodules.pcie = Instance(
             IP_MODULE,
             i_sys_clk=refclk, i_sys_clk_gt=refclk_gt, i_sys_reset=self.pcie_perst_n,
@@ -126,9 +132,11 @@ class CardTop(wiring.Component):
             o_cfg_flr_in_process=flr_in_process, i_cfg_flr_done=flr_in_process & ~flr_seen,
             i_cfg_config_space_enable=Const(1, 1), i_cfg_link_training_enable=Const(1, 1),
             i_cfg_power_state_change_ack=Const(1, 1),
+            o_cfg_max_read_req=max_read_req, o_cfg_max_payload=max_payload,
         )
         m.d.comb += [sync.clk.eq(user_clk), sync.rst.eq(user_reset),
-                     card.cc.tready.eq(cc_ready[0]), card.rq.tready.eq(rq_ready[0])]
+                     card.cc.tready.eq(cc_ready[0]), card.rq.tready.eq(rq_ready[0]),
+                     card.cfg_max_read_req.eq(max_read_req), card.cfg_max_payload.eq(max_payload)]
         m.d.sync += flr_seen.eq(flr_in_process)
 
         sys_ibuf = Signal()
