@@ -1,0 +1,132 @@
+"""The cocotb module of the card's request sizes through the PCIe model: the block model drives the card's
+cfg_max_read_req and cfg_max_payload from the Device Control register the host wrote, and the root
+complex's memory request handlers are wrapped to record every request the card sends. With the host's
+Max_Read_Request_Size and Max_Payload_Size at 128 bytes, copies of a few KiB (offsets off the 8-byte word,
+lengths across 4 KiB) must arrive byte for byte with no read request and no write payload above 128 bytes
+and none across 4 KiB; the host then raises Max_Read_Request_Size to 512 bytes and the next copy's reads
+grow to it. The result goes to ARKDMA_SIM_RESULT as JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import cocotb
+from cocotb.triggers import Timer
+from cocotbext.pcie.core.caps import PciCapId
+from cocotbext.pcie.core.tlp import TlpType
+
+from driver import register_program as rp
+from driver.abi import QUEUE, Flag, Perm
+from driver.descriptor import Descriptor
+from sim.card import bar0_bytes
+from sim.card_session import PERIOD_NS, Card, CardTB
+from sim.driver_model import SimDriver
+
+GUARD = 0xA5
+DEVCTL = 0x8  # Device Control in the PCI Express capability: MPS [7:5], MRRS [14:12]
+
+
+class RequestLog:
+    """Every memory request the root complex receives: (address, bytes) of reads and of writes."""
+
+    def __init__(self, rc):
+        self.reads: list[tuple[int, int]] = []
+        self.writes: list[tuple[int, int]] = []
+        for kinds, log in (((TlpType.MEM_READ, TlpType.MEM_READ_64), self.reads),
+                           ((TlpType.MEM_WRITE, TlpType.MEM_WRITE_64), self.writes)):
+            serve = rc.rx_tlp_handler[kinds[1]]
+            for kind in kinds:
+                rc.register_rx_tlp_handler(kind, self._recorder(serve, log))
+
+    @staticmethod
+    def _recorder(serve, log):
+        async def handle(tlp):
+            log.append((tlp.address, 4 * tlp.length))
+            await serve(tlp)
+        return handle
+
+    def take(self) -> dict:
+        """The requests since the last take: counts, largest, and those over 4 KiB boundaries."""
+        out = {}
+        for name, log in (("reads", self.reads), ("writes", self.writes)):
+            out[name] = {"count": len(log), "largest": max((n for _, n in log), default=0),
+                         "across_4k": sum(a // 4096 != (a + n - 1) // 4096 for a, n in log)}
+            log.clear()
+        return out
+
+
+async def set_sizes(card: Card, function, mrrs_code: int, mps_code: int) -> None:
+    """Write the card's Max_Read_Request_Size and Max_Payload_Size as a host does, and wait for the block to
+    report them."""
+    devctl = await function.capability_read_dword(PciCapId.EXP, DEVCTL)
+    devctl = devctl & ~(0x7 << 12 | 0x7 << 5) | mrrs_code << 12 | mps_code << 5
+    await function.capability_write_dword(PciCapId.EXP, DEVCTL, devctl)
+    await Timer(20 * PERIOD_NS, "ns")
+
+
+async def copy(driver: SimDriver, slow: SimDriver, host, sizes: list[int], posted: int) -> int:
+    """Copy `sizes` bytes each (region 0 to region 1, offsets off the word) and check every destination byte
+    for byte, with guard bytes around; the descriptors posted after."""
+    src = bytes((i * 29 + 7) & 0xFF for i in range(0x10000))
+    await host.write(0x40000, bytes([GUARD]) * 0x10000)
+    descs, want, s_at, d_at = [], {}, 3, 5
+    for k, n in enumerate(sizes):
+        descs.append(Descriptor(0, s_at, 1, d_at, n, flags=Flag.NOTIFY if k == len(sizes) - 1 else 0, cookie=k))
+        want[d_at] = src[s_at:s_at + n]
+        s_at += n + 1
+        d_at += n + 13
+    await driver.write_slots(0, posted % 16, b"".join(d.pack() for d in descs))
+    posted += len(descs)
+    await driver.ring(0, posted)
+    await slow.run([rp.Poll(QUEUE.address("COMPLETED_LO", 0), 0xFFFFFFFF, posted, "the copies to complete")])
+    got = await host.read(0x40000, d_at + 16)
+    covered = set()
+    for at, data in want.items():
+        assert got[at:at + len(data)] == data, f"destination at {at}: the copy differs"
+        covered.update(range(at, at + len(data)))
+    stray = [i for i in range(d_at + 16) if i not in covered and got[i] != GUARD]
+    assert not stray, f"bytes outside every destination were written, first at {stray[0]}"
+    return posted
+
+
+@cocotb.test()
+async def card_request_sizes(dut):
+    from sim.board import board_params
+
+    params = board_params(num_queues=2, slots=16, num_regions=8)
+    card = Card(dut)
+    # the block model drives the configuration status outputs it is given
+    card.dev.cfg_max_read_req, card.dev.cfg_max_payload = dut.cfg_max_read_req, dut.cfg_max_payload
+    card.rc.max_payload_size = 0  # the host's MPS: 128 bytes, set in the card at enumeration
+    await card.open(bar0_bytes(params))
+    function = card.rc.find_device(card.dev.functions[0].pcie_id)
+    await set_sizes(card, function, 0, 0)
+    result = {"cfg": {"max_read_req": int(dut.cfg_max_read_req.value), "max_payload": int(dut.cfg_max_payload.value)}}
+
+    log = RequestLog(card.rc)
+    tb = CardTB(card)
+    driver = SimDriver(tb, budget_cycles=int(1_000_000 / PERIOD_NS))
+    slow = SimDriver(tb, budget_cycles=int(5_000_000 / PERIOD_NS))
+    await driver.open()
+    await driver.reset()
+    host = card.rc.mem_pool.alloc_region(1 << 20)
+    base = host.get_absolute_address(0)
+    await host.write(0, bytes((i * 29 + 7) & 0xFF for i in range(0x10000)))
+    await host.write(0x80000, bytes(64))
+    await driver.set_region(0, base, 0x10000, int(Perm.READ))
+    await driver.set_region(1, base + 0x40000, 0x10000, int(Perm.WRITE))
+    await driver.set_region(2, base + 0x80000, 64, int(Perm.WRITE))
+    await driver.configure_queue(0, 2, 0, 0)
+    await driver.enable_queue(0)
+    log.take()  # (the completion-word writes of setup, if any)
+
+    posted = await copy(driver, slow, host, [4096 + 77, 3000, 1021], 0)
+    result["mrrs_128"] = log.take()
+    await set_sizes(card, function, 2, 0)
+    result["cfg_after"] = {"max_read_req": int(dut.cfg_max_read_req.value)}
+    await copy(driver, slow, host, [3000], posted)
+    result["mrrs_512"] = log.take()
+
+    with open(os.environ["ARKDMA_SIM_RESULT"], "w") as f:
+        json.dump(result, f)

@@ -1,0 +1,38 @@
+"""The card's request sizes through the PCIe model (sim/card_sizes_session.py): with the host's
+Max_Read_Request_Size and Max_Payload_Size at 128 bytes, a few KiB are copied byte for byte with every read
+request and write payload at most 128 bytes and none across 4 KiB; raised to 512 bytes, the reads grow to it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.sim
+
+
+def test_card_keeps_to_the_hosts_request_sizes(tmp_path):
+    from sim.toolchain import missing
+
+    reason = missing()
+    if reason:
+        pytest.skip(f"cannot simulate here: {reason}")
+    pytest.importorskip("cocotbext.pcie")
+    from sim.board import board_params
+    from sim.build import build, run
+    from sim.card import CARD
+
+    model = build(board_params(num_queues=2, slots=16, num_regions=8), top=CARD)
+    out = tmp_path / "result.json"
+    run(model, "sim.card_sizes_session", tmp_path / "run", env={"ARKDMA_SIM_RESULT": str(out)},
+        testcase="card_request_sizes")
+    result = json.loads(out.read_text())
+    assert result["cfg"] == {"max_read_req": 0, "max_payload": 0}, "the block model did not drive the card's sizes"
+    small = result["mrrs_128"]
+    # 8194 bytes in 512-byte bursts (the card's longest), each cut into 128-byte reads
+    assert small["reads"]["largest"] == 128 and small["reads"]["count"] >= 8194 // 128
+    assert small["writes"]["largest"] == 128 and small["writes"]["count"] >= 8194 // 128
+    assert small["reads"]["across_4k"] == 0 and small["writes"]["across_4k"] == 0
+    assert result["cfg_after"] == {"max_read_req": 2}
+    assert result["mrrs_512"]["reads"]["largest"] == 512
+    assert result["mrrs_512"]["writes"]["largest"] == 128
