@@ -3,15 +3,17 @@ PCIe block's RQ stream and completions from its RC stream (256 bits, DWORD-align
 
 - Sizes: `max_read_req` and `max_payload` take the Max_Read_Request_Size and Max_Payload_Size the host set in
   the Device Control register, in its encoding (0: 128 bytes ... 5: 4096), as the block reports them
-  (cfg_max_read_req, cfg_max_payload). They are sampled between bursts and capped at the constructor's
-  max_read_bytes and max_payload_bytes, the most the card supports (reserved codes 6 and 7 read as the cap).
+  (cfg_max_read_req; cfg_max_payload, two bits on pcie4_uscale_plus: at most 1024). They are sampled while no
+  burst is being cut into requests and capped at the constructor's max_read_bytes and max_payload_bytes, the
+  most the card supports (reserved codes 6 and 7 read as the cap).
 - A read burst (8-byte aligned: the address's low three bits are ignored, as AXI places a beat's bytes by
   address) becomes memory read requests cut at every multiple of the read request size, so none is larger and
   none crosses 4 KiB. Each carries its own 8-bit PCIe tag: the burst's AXI ID, the request's place in the
   burst, then a generation number of that ID (the tag's other bits), so the link must have Extended Tag
   Field Enable set (hosts set it when the device supports it). Completions, in any order between tags and
   split on 8-byte boundaries within one, are stored by their lower address in a buffer of one burst per ID
-  and answered as that ID's R beats in order as soon as the next beat is in.
+  (2^id_width x max_burst_beats x 8 bytes: 8 KiB on the card) and answered as that ID's R beats in order as
+  soon as the next beat is in (IDs in any order between them, the lowest ready first).
 - Errors end the read: a completion with a status other than Successful (UR, CA, CRS), the poisoned bit
   (EP) or any error code from the block fails the burst. Its beats already in are still answered in order up
   to the first one missing; from there every remaining beat is SLVERR with no data (the engine ends the
@@ -22,8 +24,9 @@ PCIe block's RQ stream and completions from its RC stream (256 bits, DWORD-align
   again once its last beat is answered. A completion that is not for a request in flight (its request done
   or its burst failed, its generation old: late after a timeout) or whose byte count is not what its request
   still awaits is dropped whole, never delivered as data. `timeouts` and `dropped` count both (modulo 2^16).
-  A late completion could be taken as data only if its ID had timed out 2^gen_bits more times since, and its
-  byte count were the one a request of the same place in the new burst awaits.
+  A late completion could be taken as data only if its ID had timed out 2^gen_bits more times since (twice on
+  the card: 16 IDs and 512-byte bursts, five requests at 128 bytes, leave one generation bit), and its byte
+  count were the one a request of the same place in the new burst awaits.
 - A write burst is gathered, then sent as memory writes cut at every multiple of the payload size, from its
   first enabled byte to its last (the engine's strobes are one contiguous range); its response is OKAY once
   the last request is on the link (PCIe writes are posted and stay in order, so a write has no error to

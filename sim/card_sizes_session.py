@@ -95,9 +95,7 @@ async def card_request_sizes(dut):
     from sim.board import board_params
 
     params = board_params(num_queues=2, slots=16, num_regions=8)
-    card = Card(dut)
-    # the block model drives the configuration status outputs it is given
-    card.dev.cfg_max_read_req, card.dev.cfg_max_payload = dut.cfg_max_read_req, dut.cfg_max_payload
+    card = Card(dut)  # (its block model drives the card's cfg_max_read_req and cfg_max_payload)
     card.rc.max_payload_size = 0  # the host's MPS: 128 bytes, set in the card at enumeration
     await card.open(bar0_bytes(params))
     function = card.rc.find_device(card.dev.functions[0].pcie_id)
