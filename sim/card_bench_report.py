@@ -55,8 +55,8 @@ def model_table(name: str, model: dict):
 
 
 def plot(result: dict, path: Path) -> None:
-    """GB/s against message size per link, each point labelled with its fraction of the link's
-    payload-limited rate (drawn dashed)."""
+    """GB/s against message size per link beside the link's payload-limited rate (dashed); one link: each
+    point labelled with its fraction of that rate; several: the fractions in a second panel."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -64,26 +64,36 @@ def plot(result: dict, path: Path) -> None:
 
     from sim.bench import _size_label
 
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    several = len(result["links"]) > 1
+    fig, axes = plt.subplots(1, 2 if several else 1, figsize=(12 if several else 7, 4.2), squeeze=False)
+    ax, frac = axes[0][0], axes[0][1] if several else None
+    sizes = sorted({r["bytes"] for r in result["rows"]})
     top = 0.0
     for name, link in result["links"].items():
         rows = [r for r in result["rows"] if r["link"] == name]
-        sizes, gbps = [r["bytes"] for r in rows], [r["gbps"] for r in rows]
-        line = ax.plot(sizes, gbps, "o-", label=f"{name}: GB/s (label: of the payload-limited rate)")[0]
-        ax.axhline(link["payload_rate_gbps"], color=line.get_color(), ls="--", lw=1,
-                   label=f"{name}: payload-limited rate {link['payload_rate_gbps']:.2f} GB/s")
-        for r in rows:
-            ax.annotate(f"{r['line_rate_fraction']:.1%}", (r["bytes"], r["gbps"]), textcoords="offset points",
-                        xytext=(0, 7), ha="center", fontsize=7, color=line.get_color())
+        line = ax.plot([r["bytes"] for r in rows], [r["gbps"] for r in rows], "o-", ms=4, label=f"{name}")[0]
+        ax.axhline(link["payload_rate_gbps"], color=line.get_color(), ls="--", lw=1)
         top = max(top, link["payload_rate_gbps"])
-    sizes = sorted({r["bytes"] for r in result["rows"]})
-    ax.set(xscale="log", xlabel="bytes per descriptor", ylabel="GB/s", ylim=(0, top * 1.1))
-    ax.set_xticks(sizes, [_size_label(s) for s in sizes], rotation=30, fontsize=8)
-    ax.minorticks_off()
-    ax.legend(loc="center right", fontsize=8)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.set_title(f"simulated card through the PCIe model, host memory round trip {result['round_trip_ns']:g} ns",
-                 fontsize=10)
+        if frac is not None:
+            frac.plot([r["bytes"] for r in rows], [r["line_rate_fraction"] for r in rows], "o-", ms=4,
+                      color=line.get_color(), label=name)
+        else:
+            for r in rows:
+                ax.annotate(f"{r['line_rate_fraction']:.1%}", (r["bytes"], r["gbps"]), textcoords="offset points",
+                            xytext=(0, 7), ha="center", fontsize=7, color=line.get_color())
+    ax.set(ylabel="GB/s (dashed: payload-limited rate)", ylim=(0, top * 1.1))
+    ax.set_title(f"simulated card through the PCIe model, host memory round trip {result['round_trip_ns']:g} ns"
+                 + ("" if several else "\nlabels: the fraction of the payload-limited rate"), fontsize=9)
+    panels = [ax] + ([frac] if frac is not None else [])
+    if frac is not None:
+        frac.set(ylabel="fraction of the link's payload-limited rate", ylim=(0, 1.05))
+        frac.set_title("line_rate_fraction", fontsize=9)
+    for p in panels:
+        p.set(xscale="log", xlabel="bytes per descriptor")
+        p.set_xticks(sizes, [_size_label(s) for s in sizes], rotation=30, fontsize=8)
+        p.minorticks_off()
+        p.grid(True, which="both", alpha=0.3)
+        p.legend(loc="center right", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
