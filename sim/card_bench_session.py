@@ -30,13 +30,10 @@ MEM_READ, MEM_WRITE = 0, 1  # request types in DW2 [14:11] of the RQ and CQ desc
 
 
 class PinlessBlock(UltraScalePlusPcieDevice):
-    """The block model without the per-cycle loops that only drive its configuration-status, control,
-    interrupt and sequence-number ports: the card connects none of them, and each loop is a Python wake-up
-    every clock (the four together: half the wake-ups, about a tenth of the CPU time of a stream). The
-    sequence-number queue then keeps one entry per request, unread."""
-
-    async def _run_cfg_status_logic(self):
-        return
+    """The block model without the per-cycle loops that only drive its control, interrupt and
+    sequence-number ports: the card connects none of them, and each loop is a Python wake-up every clock.
+    The sequence-number queue then keeps one entry per request, unread. (The configuration-status loop
+    stays: it drives cfg_max_read_req and cfg_max_payload, which the card cuts its requests to.)"""
 
     async def _run_cfg_ctrl_logic(self):  # with no config-space-enable port the model enables it once, at start
         return
@@ -59,7 +56,9 @@ class LinkCard(Card):
             alignment="dword", cq_straddle=False, cc_straddle=False, rq_straddle=False, rc_straddle=False,
             enable_extended_tag=True, user_clk=dut.clk, user_reset=dut.rst,
             cq_bus=AxiStreamBus.from_prefix(dut, "cq_"), cc_bus=AxiStreamBus.from_prefix(dut, "cc_"),
-            rq_bus=AxiStreamBus.from_prefix(dut, "rq_"), rc_bus=AxiStreamBus.from_prefix(dut, "rc_"))
+            rq_bus=AxiStreamBus.from_prefix(dut, "rq_"), rc_bus=AxiStreamBus.from_prefix(dut, "rc_"),
+            # the sizes the host set at enumeration (Device Control), which the card cuts its requests to
+            cfg_max_read_req=dut.cfg_max_read_req, cfg_max_payload=dut.cfg_max_payload)
         for log in (self.dev.log, self.rc.log, *(getattr(self.dev, side).log
                                                    for side in ("cq_source", "cc_sink", "rq_sink", "rc_source"))):
             log.setLevel("WARNING")

@@ -44,5 +44,9 @@ def test_tiny_card_bench_writes_checked_rows(tmp_path):
         assert row["cycles_per_write_tlp"] > 0 and row["cycles_per_completion"] > 0
     streamed = result["rows"][0]
     assert streamed["gbps_steady"] > 0 and streamed["write_tlps"] >= 16 * 256 // 128
-    assert result["rows"][1]["gbps_steady"] is None  # one descriptor: no steady rate between two words
+    alone = result["rows"][1]
+    assert alone["gbps_steady"] is None  # one descriptor: no steady rate between two words
+    # the block model drives the card's size ports from Device Control: reads of 512 B, writes of at most
+    # 128 B (more of them: the destination sits 64 bytes into a payload-sized block) and the word's
+    assert alone["read_requests"] == 4096 // 512 and alone["write_tlps"] >= 4096 // 128 + 1
     assert link["end_to_end_model"] is None  # no 8 KiB row
