@@ -13,7 +13,6 @@ import os
 import cocotb
 from cocotb.triggers import Event, First, Timer
 from cocotb.utils import get_sim_time
-from cocotbext.axi import AxiStreamBus
 from cocotbext.pcie.core import RootComplex
 from cocotbext.pcie.core.tlp import TlpType
 from cocotbext.pcie.xilinx.us import UltraScalePlusPcieDevice
@@ -43,26 +42,6 @@ class PinlessBlock(UltraScalePlusPcieDevice):
 
     async def _run_rq_seq_num_logic(self):
         return
-
-
-class LinkCard(Card):
-    """sim/card_session.Card at a chosen link: the block model starts the user clock at the frequency the
-    link needs at 256 bits, so the card runs at that clock."""
-
-    def __init__(self, dut, generation: int, lanes: int, user_clk_mhz: float):
-        self.rc = RootComplex()
-        self.dev = PinlessBlock(
-            pcie_generation=generation, pcie_link_width=lanes, user_clk_frequency=user_clk_mhz * 1e6,
-            alignment="dword", cq_straddle=False, cc_straddle=False, rq_straddle=False, rc_straddle=False,
-            enable_extended_tag=True, user_clk=dut.clk, user_reset=dut.rst,
-            cq_bus=AxiStreamBus.from_prefix(dut, "cq_"), cc_bus=AxiStreamBus.from_prefix(dut, "cc_"),
-            rq_bus=AxiStreamBus.from_prefix(dut, "rq_"), rc_bus=AxiStreamBus.from_prefix(dut, "rc_"),
-            # the sizes the host set at enumeration (Device Control), which the card cuts its requests to
-            cfg_max_read_req=dut.cfg_max_read_req, cfg_max_payload=dut.cfg_max_payload)
-        for log in (self.dev.log, self.rc.log, *(getattr(self.dev, side).log
-                                                   for side in ("cq_source", "cc_sink", "rq_sink", "rc_source"))):
-            log.setLevel("WARNING")
-        self.rc.make_port().connect(self.dev)
 
 
 def delay_host_reads(rc: RootComplex, latency_ns: float) -> None:
@@ -258,7 +237,7 @@ async def card_bench(dut):
         job = json.load(f)
     link = job["link"]
     period_ns = 1000.0 / link["user_clk_mhz"]
-    card = LinkCard(dut, link["generation"], link["lanes"], link["user_clk_mhz"])
+    card = Card(dut, link["generation"], link["lanes"], link["user_clk_mhz"], block=PinlessBlock)
     log = TlpLog(card.dev, period_ns, rp.ring(bench_job.QUEUE, 0)[0].addr, job["bar0_bytes"])
     delay_host_reads(card.rc, job["round_trip_ns"])
     await card.open(job["bar0_bytes"])

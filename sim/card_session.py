@@ -32,10 +32,15 @@ TIMEOUT = dict(timeout=200, timeout_unit="us")  # a completion that never comes 
 
 
 class Card:
-    def __init__(self, dut):
+    """The card's top (`dut`) inside cocotbext-pcie's model of the UltraScale+ block (`block`, a class like
+    UltraScalePlusPcieDevice) at a link the 256-bit interface offers, behind one root port of a root complex."""
+
+    def __init__(self, dut, generation: int = 3, lanes: int = 8, user_clk_mhz: float = 250.0,
+                 block=UltraScalePlusPcieDevice):
         self.rc = RootComplex()
-        self.dev = UltraScalePlusPcieDevice(
-            pcie_generation=3, pcie_link_width=8, user_clk_frequency=250e6, alignment="dword",
+        self.dev = block(
+            pcie_generation=generation, pcie_link_width=lanes, user_clk_frequency=user_clk_mhz * 1e6,
+            alignment="dword",
             cq_straddle=False, cc_straddle=False, rq_straddle=False, rc_straddle=False,
             enable_extended_tag=True, user_clk=dut.clk, user_reset=dut.rst,
             cq_bus=AxiStreamBus.from_prefix(dut, "cq_"), cc_bus=AxiStreamBus.from_prefix(dut, "cc_"),

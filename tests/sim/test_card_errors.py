@@ -6,9 +6,9 @@ and the queue copies the next descriptor byte for byte once re-enabled."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
+
+from tests.sim.card_harness import run_card
 
 pytestmark = pytest.mark.sim
 
@@ -25,21 +25,9 @@ def errors_card():
 
 
 def test_card_read_errors_through_the_pcie_model(tmp_path):
-    from sim.toolchain import missing
-
-    reason = missing()
-    if reason:
-        pytest.skip(f"cannot simulate here: {reason}")
-    pytest.importorskip("cocotbext.pcie")
-    from sim.board import board_params
-    from sim.build import build, run
     from sim.card_errors_session import TIMEOUT_ENV
-
-    model = build(board_params(num_queues=2, slots=16, num_regions=8), top=errors_card())
-    out = tmp_path / "result.json"
-    run(model, "sim.card_errors_session", tmp_path / "run", testcase="card_read_errors",
-        env={"ARKDMA_SIM_RESULT": str(out), TIMEOUT_ENV: str(TIMEOUT_CYCLES)})
-    result = json.loads(out.read_text())
+    result = run_card(tmp_path, "sim.card_errors_session", "card_read_errors", top=errors_card(),
+                      env={TIMEOUT_ENV: str(TIMEOUT_CYCLES)})
     assert {k: v["error"] for k, v in result["failed"].items()} == {
         "lost": "BUS_ERROR", "poisoned": "BUS_ERROR", "abort": "BUS_ERROR", "unsupported": "BUS_ERROR"}
     assert TIMEOUT_CYCLES <= result["failed"]["lost"]["cycles_to_halt"] <= TIMEOUT_CYCLES * 5 // 4 + 2000

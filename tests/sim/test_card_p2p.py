@@ -6,29 +6,15 @@ nothing written; the checker catches a byte planted wrong in the peer's memory."
 
 from __future__ import annotations
 
-import json
-
 import pytest
+
+from tests.sim.card_harness import run_card
 
 pytestmark = pytest.mark.sim
 
 
 def test_card_copies_to_and_from_a_peer_endpoint(tmp_path):
-    from sim.toolchain import missing
-
-    reason = missing()
-    if reason:
-        pytest.skip(f"cannot simulate here: {reason}")
-    pytest.importorskip("cocotbext.pcie")
-    from sim.board import board_params
-    from sim.build import build, run
-    from sim.card import CARD
-
-    model = build(board_params(num_queues=2, slots=16, num_regions=8), top=CARD)
-    out = tmp_path / "result.json"
-    run(model, "sim.card_p2p_session", tmp_path / "run", env={"ARKDMA_SIM_RESULT": str(out)},
-        testcase="card_peer_to_peer")
-    result = json.loads(out.read_text())
+    result = run_card(tmp_path, "sim.card_p2p_session", "card_peer_to_peer")
     assert result["peer_base"] >= 1 << 32, "the peer's BAR should sit above 4 GiB (a 64-bit prefetchable BAR)"
     assert result["copies"]["bytes"] == {"host->peer": 1021 + 4173 + 8, "peer->host": 3000 + 64,
                                          "peer->peer": 4429 + 17, "signal->peer": 8}

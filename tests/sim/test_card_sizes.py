@@ -4,29 +4,15 @@ request and write payload at most 128 bytes and none across 4 KiB; raised to 512
 
 from __future__ import annotations
 
-import json
-
 import pytest
+
+from tests.sim.card_harness import run_card
 
 pytestmark = pytest.mark.sim
 
 
 def test_card_keeps_to_the_hosts_request_sizes(tmp_path):
-    from sim.toolchain import missing
-
-    reason = missing()
-    if reason:
-        pytest.skip(f"cannot simulate here: {reason}")
-    pytest.importorskip("cocotbext.pcie")
-    from sim.board import board_params
-    from sim.build import build, run
-    from sim.card import CARD
-
-    model = build(board_params(num_queues=2, slots=16, num_regions=8), top=CARD)
-    out = tmp_path / "result.json"
-    run(model, "sim.card_sizes_session", tmp_path / "run", env={"ARKDMA_SIM_RESULT": str(out)},
-        testcase="card_request_sizes")
-    result = json.loads(out.read_text())
+    result = run_card(tmp_path, "sim.card_sizes_session", "card_request_sizes")
     assert result["cfg"] == {"max_read_req": 0, "max_payload": 0}, "the block model did not drive the card's sizes"
     small = result["mrrs_128"]
     # 8194 bytes in 512-byte bursts (the card's longest), each cut into 128-byte reads

@@ -1,0 +1,28 @@
+"""Runs one cocotb module of the card through the PCIe model (sim/card.py) from a pytest test: skips where
+nothing can simulate, builds the card at the small geometry the card tests share, returns the module's
+result JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+GEOMETRY = dict(num_queues=2, slots=16, num_regions=8)
+
+
+def run_card(tmp_path, module: str, testcase: str, *, top=None, env: dict | None = None) -> dict:
+    from sim.toolchain import missing
+
+    reason = missing()
+    if reason:
+        pytest.skip(f"cannot simulate here: {reason}")
+    pytest.importorskip("cocotbext.pcie")
+    from sim.board import board_params
+    from sim.build import build, run
+    from sim.card import CARD
+
+    model = build(board_params(**GEOMETRY), top=top or CARD)
+    out = tmp_path / "result.json"
+    run(model, module, tmp_path / "run", env={"ARKDMA_SIM_RESULT": str(out), **(env or {})}, testcase=testcase)
+    return json.loads(out.read_text())
