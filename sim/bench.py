@@ -189,10 +189,11 @@ def table(result: dict):
     return t
 
 
-def model_table(model: dict):
+def model_table(model: dict, title: str | None = None):
     from rich.table import Table
 
-    t = Table(title=f"MODEL: end-to-end GPU-driven latency, one {model['bytes']:,} B {model['direction']} descriptor")
+    t = Table(title=title or f"MODEL: end-to-end GPU-driven latency, one {model['bytes']:,} B {model['direction']} "
+                             "descriptor")
     t.add_column("term")
     t.add_column("ns", justify="right")
     t.add_column("basis")

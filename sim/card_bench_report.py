@@ -41,17 +41,10 @@ def links_table(result: dict):
 
 
 def model_table(name: str, model: dict):
-    from rich.table import Table
+    from sim.bench import model_table as terms_table
 
-    t = Table(title=f"MODEL: end-to-end GPU-driven latency, one {model['bytes']:,} B descriptor through the "
-                    f"simulated card ({name})")
-    t.add_column("term")
-    t.add_column("ns", justify="right")
-    t.add_column("basis")
-    for term in model["terms"]:
-        t.add_row(term["name"], f"{term['ns']:,.0f}", term["basis"])
-    t.add_row("[bold]total (model)[/bold]", f"[bold]{model['total_ns']:,.0f}[/bold]", "")
-    return t
+    return terms_table(model, title=f"MODEL: end-to-end GPU-driven latency, one {model['bytes']:,} B descriptor "
+                                    f"through the simulated card ({name})")
 
 
 def plot(result: dict, path: Path) -> None:

@@ -166,11 +166,15 @@ def run_build(args: argparse.Namespace, console: Console | None = None) -> int:
     console.print(f"{result.bitstream}: {args.core} core at {result.clock_mhz:g} MHz ({verdict}, fmax "
                   f"{result.fmax_mhz:.1f} MHz), {result.luts} LUT4, {result.ffs} FF, {result.brams} DP16KD, "
                   f"{result.io} I/O; {result.seconds:g} s")
+    _write_json(args, {"core": args.core, **result.as_dict()}, console)
+    return 0
+
+
+def _write_json(args: argparse.Namespace, data: dict, console: Console) -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"core": args.core, **result.as_dict()}, indent=2) + "\n")
+        args.json.write_text(json.dumps(data, indent=2) + "\n")
         console.print(f"wrote {args.json}")
-    return 0
 
 
 def _run_vivado_build(args: argparse.Namespace, console: Console) -> int:
@@ -197,10 +201,7 @@ def _run_vivado_build(args: argparse.Namespace, console: Console) -> int:
         console.print(f"no bitstream: {why}. The project in {build_dir} was written and checked as above; run "
                       f"`vivado -mode batch -source build.tcl` in that folder on a machine with Vivado, or "
                       f"install it ({vivado.INSTALL_VIVADO})")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"core": args.core, **result.as_dict()}, indent=2) + "\n")
-        console.print(f"wrote {args.json}")
+    _write_json(args, {"core": args.core, **result.as_dict()}, console)
     return 0
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ark_runtime.cli.main import RUNTIME_ERROR, USAGE_ERROR, main
+from ark_runtime.cli.main import RUNTIME_ERROR, main
+from tests.unit.test_cli_hostile import usage_error
 
 CARD = ["sim", "bench", "--card", "--json", "out/never.json"]
 
@@ -21,13 +22,6 @@ def no_simulation(monkeypatch):
     monkeypatch.setattr("sim.build.build", refuse)
 
 
-def usage_error(argv, capsys) -> str:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    assert exc.value.code == USAGE_ERROR
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    return err
 
 
 @pytest.mark.parametrize("link, says", [
