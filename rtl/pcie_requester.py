@@ -27,12 +27,16 @@ PCIe block's RQ stream and completions from its RC stream (256 bits, DWORD-align
   A late completion could be taken as data only if its ID had timed out 2^gen_bits more times since (twice on
   the card: 16 IDs and 512-byte bursts, five requests at 128 bytes, leave one generation bit), and its byte
   count were the one a request of the same place in the new burst awaits.
-- A write burst is gathered, then sent as memory writes cut at every multiple of the payload size, from its
-  first enabled byte to its last (the engine's strobes are one contiguous range); its response is OKAY once
-  the last request is on the link (PCIe writes are posted and stay in order, so a write has no error to
-  report).
+- A write burst is sent as memory writes cut at every multiple of the payload size, from its first enabled
+  byte to its last (the engine's strobes are one contiguous range), each as soon as its data is gathered
+  (read requests may go between them while the next one's data comes in; the burst's last request waits for
+  its last beat); its response is OKAY once the last request is on the link (PCIe writes are posted and stay
+  in order, so a write has no error to report). The next burst's address is taken after that response.
 
-Requests are built and completions taken a DWORD at a time: this is the function, not yet the line rate.
+Write payload is packed and completions are taken two DWORDs (one 64-bit engine beat) a cycle, a 256-bit beat
+leaving or the next one coming in the cycle its last DWORD is done: a 128-byte write request takes a header
+cycle and 16 data cycles, a 128-byte completion 17 cycles. One gather buffer: a burst's gathering overlaps
+its own requests, not the previous burst's.
 """
 
 from __future__ import annotations
@@ -171,18 +175,20 @@ class PcieRequester(wiring.Component):
         expired = Signal()
         m.d.comb += expired.eq((age[scan] == expired_age) & waiting[scan])
 
-        # --- writes: a burst gathered, then handed to the RQ side ------------------------------------------------
+        # --- writes: a burst gathered, handed to the RQ side a request at a time as soon as its data is in -------
         buf = Array(Signal(64, name=f"wbuf{i}") for i in range(beats))
         w_addr, w_len, w_id = Signal(64), Signal(8), Signal(iw)
         w_count = Signal(range(beats + 1))
         first_strb, last_strb = Signal(8), Signal(8)
-        w_full, w_sent = Signal(), Signal()  # a gathered burst waits for the RQ side; it has been sent
+        w_full, w_sent = Signal(), Signal()  # the burst's last beat is in; the burst has been sent
+        w_open = Signal()  # a burst's address is taken and the burst is not yet sent
 
         with m.FSM(name="gather"):
             with m.State("IDLE"):
                 m.d.comb += mem.awready.eq(1)
                 with m.If(mem.awvalid):
-                    m.d.sync += [w_addr.eq(mem.awaddr), w_len.eq(mem.awlen), w_id.eq(mem.awid), w_count.eq(0)]
+                    m.d.sync += [w_addr.eq(mem.awaddr), w_len.eq(mem.awlen), w_id.eq(mem.awid), w_count.eq(0),
+                                 w_open.eq(1)]
                     m.next = "GATHER"
             with m.State("GATHER"):
                 m.d.comb += mem.wready.eq(1)
@@ -195,7 +201,7 @@ class PcieRequester(wiring.Component):
                         m.next = "SENDING"
             with m.State("SENDING"):
                 with m.If(w_sent):
-                    m.d.sync += [w_full.eq(0), w_sent.eq(0)]
+                    m.d.sync += [w_full.eq(0), w_sent.eq(0), w_open.eq(0)]
                     m.next = "RESPOND"
             with m.State("RESPOND"):
                 m.d.comb += [mem.bvalid.eq(1), mem.bid.eq(w_id), mem.bresp.eq(Resp.OKAY)]
@@ -209,18 +215,29 @@ class PcieRequester(wiring.Component):
         lane = Signal(range(DWORDS + 1))
         out_data, out_keep, out_user = Signal(WIDTH), Signal(DWORDS), Signal(8)
         r_addr, r_left, r_id, r_place = Signal(64), Signal(range(burst_bytes + 1)), Signal(iw), Signal(pb)
+        w_mid = Signal()  # the burst's requests are being sent (read requests may come between them)
+        # the last DWORD is known once the last beat is in; before that a request is sent only if it ends before
+        # the last beat (so it is not the burst's last)
+        m.d.comb += dw_end.eq(Cat(last_strb[4:] != 0, w_len))
+        left_dw = dw_end - dw + 1
+        addr = (w_addr & ~Const(7, 64)) + (dw << 2)
+        room_dw = mps_dwords - (addr[2:12] & (mps_dwords - 1))  # DWORDs to the next multiple of the size
+        tlp_in = Signal()  # the next write request's data is all gathered
+        m.d.comb += tlp_in.eq(w_full | ((dw + room_dw <= Cat(Const(0, 1), w_len)) &
+                                        (((dw + room_dw - 1) >> 1) < w_count)))
 
         def dword(i):
             return buf[i[1:]].word_select(i[0], 32)
 
         with m.FSM(name="rq"):
             with m.State("IDLE"):
-                m.d.sync += [mrrs_code.eq(capped(self.max_read_req, self.max_read_bytes)),
-                             mps_code.eq(capped(self.max_payload, self.max_payload_bytes))]
-                with m.If(w_full & ~w_sent):
-                    m.d.sync += [dw.eq(Mux(first_strb[:4] != 0, 0, 1)), dw_end.eq(Cat(last_strb[4:] != 0, w_len)),
-                                 first_tlp.eq(1)]
+                with m.If(~w_mid):
+                    m.d.sync += [mrrs_code.eq(capped(self.max_read_req, self.max_read_bytes)),
+                                 mps_code.eq(capped(self.max_payload, self.max_payload_bytes))]
+                with m.If(w_mid & tlp_in):
                     m.next = "HEADER"
+                with m.Elif(~w_mid & w_open & ~w_sent & (w_count != 0)):  # the burst's first beat is in
+                    m.d.sync += [dw.eq(Mux(first_strb[:4] != 0, 0, 1)), first_tlp.eq(1), w_mid.eq(1)]
                 with m.Elif(mem.arvalid & (nxt[mem.arid] == end[mem.arid])):  # (an ID is taken again once idle)
                     m.d.comb += mem.arready.eq(1)
                     a = mem.arid
@@ -248,9 +265,6 @@ class PcieRequester(wiring.Component):
                         with m.If(r_left == n):
                             m.next = "IDLE"
             with m.State("HEADER"):
-                left_dw = dw_end - dw + 1
-                addr = (w_addr & ~Const(7, 64)) + (dw << 2)
-                room_dw = mps_dwords - (addr[2:12] & (mps_dwords - 1))  # DWORDs to the next multiple of the size
                 n = Signal(range(2 * beats + 1))
                 m.d.comb += n.eq(Mux(left_dw > room_dw, room_dw, left_dw))
                 last_tlp = left_dw <= room_dw
@@ -262,12 +276,36 @@ class PcieRequester(wiring.Component):
                              out_user.eq(Cat(fbe, lbe)), lane.eq(4), tlp_left.eq(n)]
                 m.next = "FILL"
             with m.State("FILL"):
-                with m.If((lane == DWORDS) | (tlp_left == 0)):
-                    m.next = "SEND"
-                with m.Else():
-                    m.d.sync += [out_data.word_select(lane[:3], 32).eq(dword(dw)),
-                                 out_keep.bit_select(lane[:3], 1).eq(1),
-                                 lane.eq(lane + 1), dw.eq(dw + 1), tlp_left.eq(tlp_left - 1)]
+                # two DWORDs (one engine beat's worth) a cycle: lanes are filled in pairs from an even lane (the
+                # header takes four), so a pair always fits; a beat goes out in the cycle its last DWORD is in
+                pair = tlp_left >= 2
+                step = Mux(pair, 2, 1)
+                new_left, new_lane = Signal.like(tlp_left, name="fill_left"), Signal.like(lane, name="fill_lane")
+                fill_data, fill_keep = Signal(WIDTH), Signal(DWORDS)
+                m.d.comb += [new_left.eq(tlp_left - step), new_lane.eq(lane + step),
+                             fill_data.eq(out_data), fill_keep.eq(out_keep),
+                             fill_data.word_select(lane[:3], 32).eq(dword(dw)), fill_keep.bit_select(lane[:3], 1).eq(1)]
+                with m.If(pair):
+                    m.d.comb += [fill_data.word_select(lane[:3] + 1, 32).eq(dword(dw + 1)),
+                                 fill_keep.bit_select(lane[:3] + 1, 1).eq(1)]
+                m.d.sync += [dw.eq(dw + step), tlp_left.eq(new_left), lane.eq(new_lane),
+                             out_data.eq(fill_data), out_keep.eq(fill_keep)]
+                with m.If((new_lane == DWORDS) | (new_left == 0)):
+                    m.d.comb += [rq.tvalid.eq(1), rq.tdata.eq(fill_data), rq.tkeep.eq(fill_keep),
+                                 rq.tuser.eq(out_user), rq.tlast.eq(new_left == 0)]
+                    with m.If(rq.tready):
+                        m.d.sync += [out_data.eq(0), out_keep.eq(0), lane.eq(0)]
+                        with m.If((new_left == 0) & (dw + step > dw_end)):
+                            m.d.sync += [w_sent.eq(1), w_mid.eq(0)]
+                            m.next = "IDLE"
+                        with m.Elif(new_left == 0):
+                            m.d.sync += first_tlp.eq(0)
+                            with m.If(w_full):
+                                m.next = "HEADER"
+                            with m.Else():
+                                m.next = "IDLE"  # (to wait for the next request's data, or send a read)
+                    with m.Else():
+                        m.next = "SEND"
             with m.State("SEND"):
                 m.d.comb += [rq.tvalid.eq(1), rq.tdata.eq(out_data), rq.tkeep.eq(out_keep), rq.tuser.eq(out_user),
                              rq.tlast.eq(tlp_left == 0)]
@@ -276,11 +314,14 @@ class PcieRequester(wiring.Component):
                     with m.If(tlp_left != 0):
                         m.next = "FILL"
                     with m.Elif(dw > dw_end):
-                        m.d.sync += w_sent.eq(1)
+                        m.d.sync += [w_sent.eq(1), w_mid.eq(0)]
                         m.next = "IDLE"
                     with m.Else():
                         m.d.sync += first_tlp.eq(0)
-                        m.next = "HEADER"
+                        with m.If(w_full):
+                            m.next = "HEADER"
+                        with m.Else():
+                            m.next = "IDLE"
 
         # --- the R side: each ID's beats in order from the store, SLVERR from the first missing one of a failed
         # burst ---------------------------------------------------------------------------------------------------
@@ -367,18 +408,42 @@ class PcieRequester(wiring.Component):
                                          widx.eq(d[0][3:12] - base[c_id])]
                             m.next = "WALK"
             with m.State("WALK"):
-                with m.If((rlane == DWORDS) | ~keep.bit_select(rlane[:3], 1)):
-                    m.next = "TAKE"
-                with m.Elif(~have_low):
-                    m.d.sync += [low.eq(beat.word_select(rlane[:3], 32)), have_low.eq(1), rlane.eq(rlane + 1)]
-                with m.Elif(slot_left == 0):
-                    # more data than the byte count said (a malformed TLP): not delivered
-                    m.d.sync += [have_low.eq(0), rlane.eq(rlane + 1)]
-                with m.Else():
-                    m.d.comb += [store_w.addr.eq(Cat(widx, tag)), store_w.en.eq(1),
-                                 store_w.data.eq(Cat(low, beat.word_select(rlane[:3], 32)))]
-                    m.d.sync += [stored.bit_select(Cat(widx, tag), 1).eq(1), widx.eq(widx + 1),
-                                 left[slot].eq(slot_left - 8), have_low.eq(0), rlane.eq(rlane + 1)]
+                # a 64-bit store entry a cycle: the held low DWORD and the next one, or two DWORDs of the beat;
+                # the beat's last cycle takes the TLP's next beat (and pairs a lone last DWORD with its first)
+                in0 = (rlane != DWORDS) & keep.bit_select(rlane[:3], 1)
+                in1 = (rlane < DWORDS - 1) & keep.bit_select(rlane[:3] + 1, 1)
+                w0, w1 = beat.word_select(rlane[:3], 32), beat.word_select(rlane[:3] + 1, 32)
+                pair = ~have_low & in1
+                new_rlane = Signal.like(rlane, name="walk_lane")
+                m.d.comb += new_rlane.eq(rlane + Mux(pair, 2, 1))
+                beat_done = ~in0 | (new_rlane == DWORDS) | ~keep.bit_select(new_rlane[:3], 1)
+                with m.If(in0):
+                    m.d.sync += rlane.eq(new_rlane)
+                    with m.If(have_low | pair):
+                        m.d.sync += have_low.eq(0)
+                        # (no request awaiting bytes: more data than the byte count said, a malformed TLP,
+                        # not delivered)
+                        with m.If(slot_left != 0):
+                            m.d.comb += [store_w.addr.eq(Cat(widx, tag)), store_w.en.eq(1),
+                                         store_w.data.eq(Mux(have_low, Cat(low, w0), Cat(w0, w1)))]
+                            m.d.sync += [stored.bit_select(Cat(widx, tag), 1).eq(1), widx.eq(widx + 1),
+                                         left[slot].eq(slot_left - 8)]
+                    with m.Else():
+                        m.d.sync += [low.eq(w0), have_low.eq(1)]
+                with m.If(beat_done):
+                    with m.If(mid & rc.tvalid & ~rc.tuser[RC_SOP_BIT]):
+                        m.d.comb += rc.tready.eq(1)
+                        m.d.sync += [beat.eq(rc.tdata), keep.eq(rc.tkeep), rlane.eq(0), mid.eq(~rc.tlast)]
+                        with m.If(in0 & ~have_low & ~pair & rc.tkeep[0]):
+                            # the beat's last DWORD and the next beat's first make one entry
+                            m.d.sync += [have_low.eq(0), rlane.eq(1)]
+                            with m.If(slot_left != 0):
+                                m.d.comb += [store_w.addr.eq(Cat(widx, tag)), store_w.en.eq(1),
+                                             store_w.data.eq(Cat(w0, rc.tdata[:32]))]
+                                m.d.sync += [stored.bit_select(Cat(widx, tag), 1).eq(1), widx.eq(widx + 1),
+                                             left[slot].eq(slot_left - 8)]
+                    with m.Else():
+                        m.next = "TAKE"
             with m.State("DROP"):
                 # the rest of a TLP that delivers nothing
                 m.d.comb += rc.tready.eq(1)

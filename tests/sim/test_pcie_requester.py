@@ -130,6 +130,7 @@ class Harness:
         self.beats: list[Beat] = []
         self.requests: list[Request] = []
         self.writes: list[WriteTlp] = []
+        self.sent_before_last = 0
 
     def gen(self, tag: int) -> int:
         """A read request tag's generation bits."""
@@ -216,9 +217,11 @@ class Harness:
         (req,) = await self.read(ctx, rid, addr, beats)
         return req
 
-    async def write(self, ctx, wid: int, start: int, nbytes: int, within: int = 4000) -> list[WriteTlp]:
+    async def write(self, ctx, wid: int, start: int, nbytes: int, within: int = 4000,
+                    w_idle: float = 0.0) -> list[WriteTlp]:
         """A write burst of `nbytes` of `payload(start)` from byte address `start` (its strobes one contiguous
-        range); the write requests sent for it, once its response came."""
+        range, idle cycles before a beat with chance `w_idle` each); the write requests sent for it, once its
+        response came. `sent_before_last`: how many had been sent when its last beat was offered."""
         mem = self.dut.mem
         first, end = start & ~7, start + nbytes
         beats = -(-(end - first) // 8)
@@ -232,6 +235,11 @@ class Harness:
         for k in range(beats):
             lo, hi = first + 8 * k, first + 8 * k + 8
             strb = sum(1 << b for b in range(8) if start <= lo + b < end)
+            while self.rng.random() < w_idle:
+                ctx.set(mem.wvalid, 0)
+                await ctx.tick()
+            if k == beats - 1:
+                self.sent_before_last = len(self.writes)
             ctx.set(mem.wvalid, 1)
             ctx.set(mem.wdata, int.from_bytes(data[8 * k:8 * k + 8], "little"))
             ctx.set(mem.wstrb, strb)
@@ -616,6 +624,23 @@ def test_writes_cut_at_the_payload_size(size):
             for t in tlps:
                 assert 4 * t.dwords <= size and t.addr // 4096 == (t.addr + 4 * t.dwords - 1) // 4096
             assert b"".join(t.enabled() for t in tlps) == payload(start, nbytes), f"{nbytes} bytes at {start:#x}"
+
+    h.run(bench)
+
+
+def test_writes_go_out_as_their_data_comes_in():
+    """A write burst whose beats come with gaps is sent a request at a time as each request's data is in, not
+    after its last beat; the requests are still the model's."""
+    h = Harness(id_width=1, burst_beats=SWEEP_BEATS, mps=128, rq_stall=0.2, seed=5)
+
+    async def bench(ctx):
+        for k, (nbytes, offset) in enumerate(((2040, 5), (600, 4096 - 300), (129, 127))):
+            start = 0x4_0000_0000 + 0x10000 * k + offset
+            tlps = await h.write(ctx, k % 2, start, nbytes, within=20 * nbytes + 400, w_idle=0.3)
+            assert [(t.addr, t.dwords, t.first_be, t.last_be) for t in tlps] == write_model(start, nbytes, 128)
+            assert b"".join(t.enabled() for t in tlps) == payload(start, nbytes)
+            assert h.sent_before_last >= len(tlps) - 2, \
+                f"{nbytes} bytes: {h.sent_before_last} of {len(tlps)} requests out before the last beat"
 
     h.run(bench)
 
