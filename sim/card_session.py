@@ -139,6 +139,35 @@ async def scenarios(dut):
         json.dump(result, f)
 
 
+GUARD = 0xA5  # what surrounds every destination before a copy
+
+
+async def copy_checked(driver: SimDriver, slow: SimDriver, host, src: bytes, dst_off: int, sizes: list[int],
+                       posted: int) -> int:
+    """Copies of `sizes` bytes each from region 0 (holding `src`) to region 1 (host memory from `dst_off`, filled
+    with GUARD), sources and destinations off the 8-byte word, the last with NOTIFY; waits for COMPLETED, then
+    checks every destination byte for byte and that nothing else of region 1 changed. `posted`: descriptors
+    posted to queue 0 before; returns the count after."""
+    descs, want, s_at, d_at = [], {}, 3, 5
+    for k, n in enumerate(sizes):
+        descs.append(Descriptor(0, s_at, 1, d_at, n, flags=Flag.NOTIFY if k == len(sizes) - 1 else 0, cookie=k))
+        want[d_at] = src[s_at:s_at + n]
+        s_at += n + 1
+        d_at += n + 13
+    await driver.write_slots(0, posted % driver.geometry.slots, b"".join(d.pack() for d in descs))
+    posted += len(descs)
+    await driver.ring(0, posted)
+    await slow.run([rp.Poll(QUEUE.address("COMPLETED_LO", 0), 0xFFFFFFFF, posted, "the copies to complete")])
+    got = await host.read(dst_off, d_at + 16)
+    covered = set()
+    for at, data in want.items():
+        assert got[at:at + len(data)] == data, f"destination at {at}: the copy differs"
+        covered.update(range(at, at + len(data)))
+    stray = [i for i in range(d_at + 16) if i not in covered and got[i] != GUARD]
+    assert not stray, f"bytes outside every destination were written, first at {stray[0]}"
+    return posted
+
+
 @cocotb.test()
 async def card_first_light(dut):
     from sim.board import board_params
@@ -164,7 +193,7 @@ async def card_first_light(dut):
     src_off, dst_off, words_off = 0x1000, 0x40000, 0x80000
     rng_bytes = bytes((i * 29 + 7) & 0xFF for i in range(sum(sizes) + 64))
     await host.write(src_off, rng_bytes)
-    await host.write(dst_off, b"\xA5" * 0x20000)
+    await host.write(dst_off, bytes([GUARD]) * 0x20000)
     await host.write(words_off, bytes(64))
     await driver.set_region(0, base + src_off, len(rng_bytes), int(Perm.READ))
     await driver.set_region(1, base + dst_off, 0x20000, int(Perm.WRITE))
@@ -174,39 +203,23 @@ async def card_first_light(dut):
     await driver.enable_queue(0)
 
     # descriptors with sources and destinations off the 8-byte word, lengths across 4 KiB and MPS
-    descs, want, s_at, d_at = [], {}, 3, 5
-    for k, n in enumerate(sizes):
-        descs.append(Descriptor(0, s_at, 1, d_at, n, flags=Flag.NOTIFY if k == len(sizes) - 1 else 0, cookie=k))
-        want[d_at] = rng_bytes[s_at:s_at + n]
-        s_at += n + 1
-        d_at += n + 13
-    await driver.write_slots(0, 0, b"".join(d.pack() for d in descs))
-    await driver.ring(0, len(descs))
-    await slow.run([rp.Poll(QUEUE.address("COMPLETED_LO", 0), 0xFFFFFFFF, len(descs), "the copies to complete")])
-    got = await host.read(dst_off, d_at + 16)
-    for at, data in want.items():
-        assert got[at:at + len(data)] == data, f"destination at {at}: the copy differs"
-    covered = set()
-    for at, data in want.items():
-        covered.update(range(at, at + len(data)))
-    stray = [i for i in range(d_at + 16) if i not in covered and got[i] != 0xA5]
-    assert not stray, f"bytes outside every destination were written, first at {stray[0]}"
+    await copy_checked(driver, slow, host, rng_bytes, dst_off, sizes, 0)
     # the word is written after COMPLETED counts the copies: it may still be on the link
     for _ in range(100):
         word = int.from_bytes(await host.read(words_off, 8), "little")
-        if word == len(descs):
+        if word == len(sizes):
             break
         await tb.cycles(10)
-    assert word == len(descs), f"completion word {word:#x}, not {len(descs)}"
-    result["copies"] = {"descriptors": len(descs), "bytes": sum(sizes), "completion_word": word}
+    assert word == len(sizes), f"completion word {word:#x}, not {len(sizes)}"
+    result["copies"] = {"descriptors": len(sizes), "bytes": sum(sizes), "completion_word": word}
 
     # a read from where the host has no memory: the completion is unsuccessful, the queue halts in BUS_ERROR
-    await driver.write_slots(0, len(descs), Descriptor(3, 0, 1, 0x10000, 256, flags=Flag.NOTIFY, cookie=99).pack())
-    await driver.ring(0, len(descs) + 1)
+    await driver.write_slots(0, len(sizes), Descriptor(3, 0, 1, 0x10000, 256, flags=Flag.NOTIFY, cookie=99).pack())
+    await driver.ring(0, len(sizes) + 1)
     await slow.run([rp.Poll(QUEUE.address("STATUS", 0), 0x4, 0x4, "the queue to halt")])
     state = await driver.queue_state(0)
     assert state.halted and state.error.name == "BUS_ERROR" and state.error_cookie == 99, state
-    assert (await host.read(dst_off + 0x10000, 256)) == b"\xA5" * 256, "the failed copy wrote its destination"
+    assert (await host.read(dst_off + 0x10000, 256)) == bytes([GUARD]) * 256, "the failed copy wrote its destination"
     result["unbacked_read"] = state.error.name
 
     # a BAR read longer than the completer serves is answered Unsupported Request, not a hang

@@ -16,14 +16,12 @@ from cocotb.triggers import Timer
 from cocotbext.pcie.core.caps import PciCapId
 from cocotbext.pcie.core.tlp import TlpType
 
-from driver import register_program as rp
-from driver.abi import QUEUE, Flag, Perm
-from driver.descriptor import Descriptor
+from driver.abi import Perm
 from sim.card import bar0_bytes
-from sim.card_session import PERIOD_NS, Card, CardTB
+from sim.card_session import GUARD, PERIOD_NS, Card, CardTB, copy_checked
 from sim.driver_model import SimDriver
 
-GUARD = 0xA5
+SOURCE = bytes((i * 29 + 7) & 0xFF for i in range(0x10000))  # region 0's bytes
 DEVCTL = 0x8  # Device Control in the PCI Express capability: MPS [7:5], MRRS [14:12]
 
 
@@ -66,28 +64,10 @@ async def set_sizes(card: Card, function, mrrs_code: int, mps_code: int) -> None
 
 
 async def copy(driver: SimDriver, slow: SimDriver, host, sizes: list[int], posted: int) -> int:
-    """Copy `sizes` bytes each (region 0 to region 1, offsets off the word) and check every destination byte
-    for byte, with guard bytes around; the descriptors posted after."""
-    src = bytes((i * 29 + 7) & 0xFF for i in range(0x10000))
+    """Copy `sizes` bytes each (region 0 to region 1), every destination checked byte for byte with guard bytes
+    around; the descriptors posted after."""
     await host.write(0x40000, bytes([GUARD]) * 0x10000)
-    descs, want, s_at, d_at = [], {}, 3, 5
-    for k, n in enumerate(sizes):
-        descs.append(Descriptor(0, s_at, 1, d_at, n, flags=Flag.NOTIFY if k == len(sizes) - 1 else 0, cookie=k))
-        want[d_at] = src[s_at:s_at + n]
-        s_at += n + 1
-        d_at += n + 13
-    await driver.write_slots(0, posted % 16, b"".join(d.pack() for d in descs))
-    posted += len(descs)
-    await driver.ring(0, posted)
-    await slow.run([rp.Poll(QUEUE.address("COMPLETED_LO", 0), 0xFFFFFFFF, posted, "the copies to complete")])
-    got = await host.read(0x40000, d_at + 16)
-    covered = set()
-    for at, data in want.items():
-        assert got[at:at + len(data)] == data, f"destination at {at}: the copy differs"
-        covered.update(range(at, at + len(data)))
-    stray = [i for i in range(d_at + 16) if i not in covered and got[i] != GUARD]
-    assert not stray, f"bytes outside every destination were written, first at {stray[0]}"
-    return posted
+    return await copy_checked(driver, slow, host, SOURCE, 0x40000, sizes, posted)
 
 
 @cocotb.test()
@@ -110,7 +90,7 @@ async def card_request_sizes(dut):
     await driver.reset()
     host = card.rc.mem_pool.alloc_region(1 << 20)
     base = host.get_absolute_address(0)
-    await host.write(0, bytes((i * 29 + 7) & 0xFF for i in range(0x10000)))
+    await host.write(0, SOURCE)
     await host.write(0x80000, bytes(64))
     await driver.set_region(0, base, 0x10000, int(Perm.READ))
     await driver.set_region(1, base + 0x40000, 0x10000, int(Perm.WRITE))
