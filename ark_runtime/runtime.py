@@ -38,6 +38,7 @@ from ark_runtime.kernel.program import build_program
 from ark_runtime.kernel.records import CONTROL_DTYPE, FAULT_NAMES, PROGRAM_DTYPE, RING, expected_offsets
 from ark_runtime.model import Model, ModelError
 from ark_runtime.plan import Plan, PlanError, build_plan
+from ark_runtime.profile import Profile, build_profile
 from ark_runtime.scheduler import DeviceSpec
 
 SM_COPY_MAX = 64 * 1024  # "auto" copies up to this many bytes with the CTA's own stores; larger ones by DMA
@@ -232,7 +233,7 @@ class Runtime:
             "done_ns": cupy.zeros(RING, cupy.uint64),
             "fault_flag": cupy.zeros(1, cupy.uint32),
             "tensors": dev(np.array([p for p, _, _ in self._tensors], np.uint64)),
-            "dma_ns": cupy.zeros(2 * len(self.plan.tiles), cupy.uint64), "copies": dev(self._copies),
+            "tile_ns": cupy.zeros(2 * len(self.plan.tiles), cupy.uint64), "copies": dev(self._copies),
         }
         self._control_mem = cupy.cuda.alloc_pinned_memory(CONTROL_DTYPE.itemsize)
         self.control = np.frombuffer(self._control_mem, CONTROL_DTYPE, 1)
@@ -403,7 +404,7 @@ class Runtime:
     def report(self) -> list[TransferReport]:
         """Each copy op's path, bytes and last time (GPU clock), and whether it used SMs."""
         self._idle("report")
-        ns = self._arrays["dma_ns"].get().reshape(-1, 2)
+        ns = self._arrays["tile_ns"].get().reshape(-1, 2)
         out = []
         for op in self.model.ops:
             if op.kind != "copy":
@@ -414,6 +415,14 @@ class Runtime:
                                       self.model.tensors[op.output].nbytes, max(end - start, 0) / 1e3,
                                       self._paths[op.id] == "sm"))
         return out
+
+    def profile(self) -> Profile:
+        """Where the last iteration's time went, per op and per SM, from the GPU clock stamps of every tile."""
+        self._idle("profile")
+        try:
+            return build_profile(self.model, self.plan, self._arrays["tile_ns"].get())
+        except ValueError as exc:
+            raise LoopError(f"profile(): {exc}") from None
 
     def iteration_ns(self) -> np.ndarray:
         """When each of the last (up to RING) iterations was done, by the GPU's clock (ns), oldest first: the

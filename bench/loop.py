@@ -62,6 +62,7 @@ class Row:
     copy_us: float | None = None  # copies: the copy op alone, by the GPU clock
     per_edge_us: float | None = None  # case d: per dependency edge
     notes: list[str] = field(default_factory=list)
+    profile: dict | None = None  # Runtime.profile() of the last iteration: time per op and per SM
 
 
 @dataclass
@@ -232,7 +233,8 @@ def _torch_baselines(torch, case: Case, inputs: dict, config: LoopConfig, notes:
 
 
 def _arkdma(case: Case, inputs: dict, iterations: int):
-    """(per-iteration us: median, p10, p90; round trip us; the output as NumPy; the runtime's copy report)."""
+    """(per-iteration us: median, p10, p90; round trip us; the output as NumPy; the runtime's copy report; its
+    profile of the last iteration)."""
     from ark_runtime.runtime import Runtime
 
     bind = {name: t for name, t in inputs.items()}
@@ -254,8 +256,9 @@ def _arkdma(case: Case, inputs: dict, iterations: int):
         gaps = np.diff(stamps) / 1e3
         out = rt.get(case.model.tensors[case.model.outputs[0]].name)
         report = rt.report()
+        profile = rt.profile()
     p10, p50, p90 = np.percentile(gaps, [10, 50, 90])
-    return float(p50), float(p10), float(p90), statistics.median(trips), out, report
+    return float(p50), float(p10), float(p90), statistics.median(trips), out, report, profile
 
 
 def run(config: LoopConfig, progress=None, on_row=None) -> LoopResult:
@@ -277,11 +280,11 @@ def run(config: LoopConfig, progress=None, on_row=None) -> LoopResult:
         want = want.float().cpu().numpy().reshape(out_t.shape)
         say(f"{what}: arkdma")
         iterations = RING + 1
-        p50, p10, p90, trip, got, report = _arkdma(case, inputs, iterations)
+        p50, p10, p90, trip, got, report, profile = _arkdma(case, inputs, iterations)
         err = _rel_err(got.reshape(out_t.shape), want)
         best = min(v for v in (eager, graph, compiled) if v is not None)
         row = Row(case.case, m.name, p50, p10, p90, trip, eager, graph, compiled, p50 / best, err,
-                  err <= TOL[out_t.dtype], notes=notes)
+                  err <= TOL[out_t.dtype], notes=notes, profile=profile.as_json())
         if case.case == "f":
             row.path, row.copy_us = report[0].path, report[0].time_us
         if case.case == "d":

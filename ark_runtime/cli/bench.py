@@ -225,6 +225,13 @@ def loop_table(result) -> Table:
     return t
 
 
+def profile_table(profile: dict, top: int = 8) -> str:
+    """The ops of a loop-bench row's profile that took longest, one line each."""
+    from ark_runtime.profile import Profile
+
+    return Profile.from_json(profile).table(top)
+
+
 def run_loop(args, console: Console | None = None) -> int:
     console = console or _console()
     from bench import loop
@@ -250,6 +257,8 @@ def run_loop(args, console: Console | None = None) -> int:
         r = result.rows[-1]
         progress.console.print(f"{r.case} {r.model}: arkdma {r.arkdma_us:.1f} us, best PyTorch x"
                                f"{r.ratio_to_best_torch:.2f}, {'ok' if r.ok else 'WRONG'}")
+        if r.profile and not console.is_terminal:  # a log keeps where the time went
+            progress.console.print(profile_table(r.profile))
         save(result)
         sys.stdout.flush()
 

@@ -114,24 +114,28 @@ class _Gen:
             return (f"ark::binary_tile<ark::{BINARY_CODE[op.fn]}, {ct}, {maps[0]}, {maps[1]}>({x[0]}, {x[1]}, {o}, "
                     f"{out.cols}, {tile});")
         if op.kind == "fused":
+            # every step for all of a thread's N elements before the next step: N chains side by side
             name = f"Fused{op.id}"
+            each = "#pragma unroll\n    for (int u = 0; u < N; ++u)"
             members, body = [], []
             for j, t in enumerate(ins):
                 s = _broadcast_map(f"{name}In{j}", t, out)
                 if s:
                     self.structs.append(s)
                 members.append(f"  const {CTYPE[t.dtype]}* in{j};")
-                body.append(f"    const float a{j} = ark::ld(in{j}, {f'{name}In{j}::at(f)' if s else 'f'});")
+                body.append(f"    float a{j}[N];\n{each} a{j}[u] = ark::ld(in{j}, "
+                            f"{f'{name}In{j}::at(f[u])' if s else 'f[u]'});")
             steps = op.attr("steps")
             for k, (fn, *refs) in enumerate(steps):
-                xs = ", ".join(f"a{j}" if where == "in" else f"s{j}" for where, j in refs)
+                xs = ", ".join(f"a{j}[u]" if where == "in" else f"s{j}[u]" for where, j in refs)
                 call = (f"ark::unary<ark::{UNARY_CODE[fn]}>({xs})" if fn in UNARY_CODE
                         else f"ark::binary<ark::{BINARY_CODE[fn]}>({xs})")
-                body.append(f"    const float s{k} = {call};  // {fn}")
+                body.append(f"    float s{k}[N];  // {fn}\n{each} s{k}[u] = {call};")
             self.structs.append(f"struct {name} {{  // {len(steps)} elementwise ops in registers\n"
                                 + "\n".join(members) + "\n"
-                                "  __device__ __forceinline__ float operator()(long long f) const {\n"
-                                + "\n".join(body) + f"\n    return s{len(steps) - 1};\n  }}\n}};")
+                                "  template <int N>\n"
+                                "  __device__ __forceinline__ void batch(const long long (&f)[N], float (&v)[N]) const {\n"
+                                + "\n".join(body) + f"\n{each} v[u] = s{len(steps) - 1}[u];\n  }}\n}};")
             args = ", ".join(x)
             return f"ark::map_tile({name}{{{args}}}, {o}, {out.cols}, {tile});"
         if op.kind == "reduce":
@@ -177,11 +181,10 @@ class _Gen:
 
 LOOP = r"""
 namespace ark {
-/* The copy op: SM stores or the engine's queue, per the op's entry in p.copies; timed for Runtime.report(). */
+/* The copy op: SM stores or the engine's queue, per the op's entry in p.copies (timed as every tile is). */
 __device__ unsigned long long copy_tile(const Program& p, const arkdma_queue& q, int tile, int op, const void* src,
                                         void* dst, unsigned long long n) {
   const int4 how = p.copies[op];
-  if (threadIdx.x == 0) p.dma_ns[2 * tile] = arkdma::now_ns();
   unsigned rc = ARKDMA_DEV_OK;
   if (how.x == 0) {
     sm_copy(src, dst, n);
@@ -190,7 +193,6 @@ __device__ unsigned long long copy_tile(const Program& p, const arkdma_queue& q,
   } else if (threadIdx.x == 0) {
     rc = dma_copy(q, how.y, how.z, n);
   }
-  if (threadIdx.x == 0) p.dma_ns[2 * tile + 1] = arkdma::now_ns();
   return rc == ARKDMA_DEV_OK ? 0ull : ((unsigned long long)FAULT_DMA << 32) | rc;
 }
 }  // namespace ark
@@ -219,17 +221,22 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ark_loop(ark::Program p
     if (__syncthreads_or(stop)) break;
     for (int i = begin; i < end && !stop; ++i) {
       const int4 in = p.ins[i];
-      if (in.x == ark::INS_WAIT) {
-        if (threadIdx.x == 0) stop = !ark::wait_counter(p, in.y, it + (unsigned long long)in.z, in.w);
+      if (in.x == ark::INS_WAIT) {  // this wait and the ones right after it, together
+        int n = 1;
+        while (i + n < end && p.ins[i + n].x == ark::INS_WAIT) ++n;
+        if (threadIdx.x < 32) stop = !ark::wait_all(p, p.ins + i, n, it);
         stop = __syncthreads_or(stop);
+        i += n - 1;
       } else if (in.x == ark::INS_RUN) {
         const int4 t = p.tiles[in.y];
         const int2 c = p.tile_cols[in.y];
+        if (threadIdx.x == 0) p.tile_ns[2 * in.y] = arkdma::now_ns();
         const unsigned long long f = gen::run_tile(p, q, in.y, t.x, t.y, t.z, c.x, c.y, smem);
         if (__syncthreads_or(f != 0ull)) {
           if (f != 0ull) ark::fault(p, (unsigned)(f >> 32), in.y, -1, 0ull, 0ull, f & 0xffffffffull);
           stop = 1;
         }
+        if (threadIdx.x == 0) p.tile_ns[2 * in.y + 1] = arkdma::now_ns();
       } else if (threadIdx.x == 0) {
         ark::signal_counter(p, in.y);
       }

@@ -12,10 +12,11 @@ struct Same {
   static __device__ __forceinline__ long long at(long long flat) { return flat; }
 };
 
-constexpr int ILP = 4;  // elements per thread in flight: one load at a time leaves a tile waiting on latency
+constexpr int ILP = 8;  // elements per thread in flight: one at a time leaves a tile waiting on latency
 
-/* out[flat] = fn(flat) over the tile; every thread computes ILP elements (their loads issued together)
- * before it stores any. */
+/* out[flat] = fn(flat) over the tile. Each thread takes ILP elements at once, computed step by step across
+ * all of them (`Fn::batch`), with no branch between: an index past the tile is clamped to the tile's last
+ * element and computed but not stored, so the compiler overlaps the ILP chains. */
 template <typename T, typename Fn>
 __device__ void map_tile(const Fn& fn, T* out, int cols, int r0, int r1, int c0, int c1) {
   const int w = c1 - c0;
@@ -25,20 +26,28 @@ __device__ void map_tile(const Fn& fn, T* out, int cols, int r0, int r1, int c0,
     float v[ILP];
 #pragma unroll
     for (int u = 0; u < ILP; ++u) {
-      const int i = i0 + u * (int)blockDim.x;
-      f[u] = i < n ? (long long)(r0 + i / w) * cols + c0 + i % w : -1;
-      v[u] = i < n ? fn(f[u]) : 0.0f;
+      const int i = min(i0 + u * (int)blockDim.x, n - 1);
+      f[u] = (long long)(r0 + i / w) * cols + c0 + i % w;
     }
+    fn.batch(f, v);
 #pragma unroll
     for (int u = 0; u < ILP; ++u)
-      if (f[u] >= 0) st(out, f[u], v[u]);
+      if (i0 + u * (int)blockDim.x < n) st(out, f[u], v[u]);
   }
 }
+
+/* `batch` for a functor of one element: each element in turn (the compiler interleaves a single op). */
+#define ARK_BATCH_EACH                                                                  \
+  template <int N>                                                                      \
+  __device__ __forceinline__ void batch(const long long (&f)[N], float (&v)[N]) const { \
+    _Pragma("unroll") for (int u = 0; u < N; ++u) v[u] = (*this)(f[u]);               \
+  }
 
 template <int F, typename T, typename In>
 struct Unary {
   const T* x;
   __device__ __forceinline__ float operator()(long long f) const { return unary<F>(ld(x, In::at(f))); }
+  ARK_BATCH_EACH
 };
 
 template <int F, typename T, typename A, typename B>
@@ -46,6 +55,7 @@ struct Binary {
   const T* a;
   const T* b;
   __device__ __forceinline__ float operator()(long long f) const { return binary<F>(ld(a, A::at(f)), ld(b, B::at(f))); }
+  ARK_BATCH_EACH
 };
 
 template <int F, typename T, typename In>

@@ -55,7 +55,7 @@ struct Program {
   unsigned long long* done_ns;   // [RING] when iteration i was done (globaltimer), in slot i % RING
   unsigned int* fault_flag;   // non-zero once any CTA faulted (GPU memory: cheap to watch)
   void* const* tensors;       // per tensor id: its address
-  unsigned long long* dma_ns; // per tile: start and end of its last copy (globaltimer)
+  unsigned long long* tile_ns; // per tile: start and end of its last run (globaltimer), for Runtime.profile()
   const int4* copies;         // per op: path (0 SM stores, 1 the engine's queue), source region, destination region
   unsigned long long budget_ns;
   Control* control;
@@ -110,24 +110,13 @@ __device__ __forceinline__ bool stopping(const Program& p) {
   return *(volatile unsigned*)p.fault_flag != 0u || *(volatile unsigned long long*)(p.finished + STOP_SEEN) != 0ull;
 }
 
-/* A counter's value: its own word, or for an op group the least of its members' words. */
-__device__ __forceinline__ unsigned long long counter_value(const Program& p, int counter) {
-  const int2 g = p.groups[counter];
-  if (g.y == 0) return load_acquire_gpu(p.counters + counter);
-  unsigned long long least = ~0ull;
-  for (int i = 0; i < g.y; ++i) {
-    const unsigned long long v = load_acquire_gpu(p.counters + p.members[g.x + i]);
-    least = v < least ? v : least;
-  }
-  return least;
-}
-
-/* Thread 0 waits until `counter` reaches `target`; false when it gave up (fault recorded) or was stopped. */
-__device__ bool wait_counter(const Program& p, int counter, unsigned long long target, int tile) {
-  const unsigned long long t0 = arkdma::now_ns();
+/* One lane spins until counter word `word` reaches `target`; false when it gave up (fault recorded, naming
+ * the counter waited on) or was stopped. Acquire loads: what the signalling tile wrote is visible after. */
+__device__ bool spin_until(const Program& p, int word, unsigned long long target, int tile, int counter,
+                           unsigned long long t0) {
   unsigned spins = 0;
   while (true) {
-    const unsigned long long v = counter_value(p, counter);
+    const unsigned long long v = load_acquire_gpu(p.counters + word);
     if (v >= target) return true;
     if ((++spins & 63u) == 0u) {
       if (stopping(p) || ((spins & 8191u) == 0u && host_stop(p))) return false;
@@ -138,6 +127,27 @@ __device__ bool wait_counter(const Program& p, int counter, unsigned long long t
       }
     }
   }
+}
+
+/* Warp 0, every lane: the `count` consecutive waits at `ins` of iteration `it`, all at once. A wait on a tile's
+ * counter is one word; a wait on an op's group is every member's word (the group's value is their least).
+ * The words of all the waits are dealt out to the 32 lanes, so a wait costs one round trip to L2 however
+ * many tiles it covers, and consecutive waits overlap. True on every lane when all were met. */
+__device__ bool wait_all(const Program& p, const int4* ins, int count, unsigned long long it) {
+  const int lane = threadIdx.x & 31;
+  const unsigned long long t0 = arkdma::now_ns();
+  bool ok = true;
+  int first = 0;  // the flattened index of wait k's first word
+  for (int k = 0; k < count && ok; ++k) {
+    const int4 in = ins[k];
+    const int2 g = p.groups[in.y];
+    const int n = g.y == 0 ? 1 : g.y;
+    const unsigned long long target = it + (unsigned long long)in.z;
+    for (int m = ((lane - first) % 32 + 32) % 32; m < n && ok; m += 32)
+      ok = spin_until(p, g.y == 0 ? in.y : p.members[g.x + m], target, in.w, in.y, t0);
+    first += n;
+  }
+  return __all_sync(0xffffffffu, ok);
 }
 
 __device__ __forceinline__ void signal_counter(const Program& p, int counter) {
