@@ -144,15 +144,17 @@ def _streams(tiles: list[Tile], deps: list[tuple[int, ...]],
     return counters, streams
 
 
-def build_plan(model: Model, device: DeviceSpec | None = None, placement: str = "cost") -> Plan:
+def build_plan(model: Model, device: DeviceSpec | None = None, placement: str = "cost",
+               sm_copies: frozenset[int] = frozenset()) -> Plan:
     """Tiles, their placement (scheduler.PLACEMENTS) and the streams with their counters; raises PlanError if
-    an invariant fails."""
+    an invariant fails. `sm_copies`: the copy ops the CTAs move themselves (cut into tiles over the SMs); every
+    other copy is one tile that posts a DMA."""
     from ark_runtime.plan_check import check
 
     device = device or DeviceSpec()
     if not model.ops:
         raise PlanError(f"model {model.name!r} has no ops to plan")
-    tiles = tile_model(model, device.num_sms)
+    tiles = tile_model(model, device.num_sms, sm_copies)
     deps = dependencies(model, tiles)
     try:
         where = place(tiles, deps, device, placement)

@@ -84,7 +84,6 @@ class Runtime:
                  fuse_chains: bool = True):
         import cupy
 
-        from driver.gpu import compile
         from driver.gpu.launch import require_gpu
 
         if not isinstance(model, Model):
@@ -117,26 +116,41 @@ class Runtime:
         if isinstance(num_sms, bool) or not isinstance(num_sms, int) or not 1 <= num_sms <= props["multiProcessorCount"]:
             raise LoopError(f"sms={sms!r}: this GPU has {props['multiProcessorCount']} SMs; give 1..that many")
         self.device_name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        self._engine = self._device = self._queue = None
+        self._paths = self._choose_copy_paths(engine, copy_path)
         try:
-            self.plan: Plan = build_plan(model, DeviceSpec(num_sms=num_sms), placement)
+            self._start(num_sms, placement, bind, budget_s)
+        except BaseException:
+            self.stop()  # the engine opened for the copies, if any
+            raise
+
+    # --- set-up ----------------------------------------------------------------------------------
+    def _start(self, num_sms: int, placement: str, bind: dict, budget_s: float) -> None:
+        """Plan (copies on the paths chosen), generate, compile, allocate, register and launch."""
+        from driver.gpu import compile
+
+        cupy, model = self._cupy, self.model
+        try:
+            sm_copies = frozenset(op for op, path in self._paths.items() if path == "sm")
+            self.plan: Plan = build_plan(model, DeviceSpec(num_sms=num_sms), placement, sm_copies)
         except PlanError as exc:
             raise LoopError(str(exc)) from None
         self.source = generate(model, self.plan)
         module = compile.load(self.source.text, extra=(f"-I{INCLUDE_DIR}",), cooperative=True)
         self._check_layout(module)
         self._fn = module.get_function("ark_loop")
-        if self.source.smem_bytes > 48 * 1024:
-            self._fn.max_dynamic_shared_size_bytes = self.source.smem_bytes
+        # opted in whatever the size: the kernel's own static arrays count against the 48 KiB default too
+        self._fn.max_dynamic_shared_size_bytes = self.source.smem_bytes
         self._keep: list = []
         self._io = cupy.cuda.Stream(non_blocking=True)  # set() and get(): never ordered behind the loop kernel
         self._tensors = [self._memory(t, bind.get(t.name)) for t in model.tensors]
-        self._engine = self._device = self._queue = None
         self._copies = np.zeros((max(len(model.ops), 1), 4), np.int32)
-        self._paths: dict[int, str] = {}
-        self._open_copies(engine, copy_path)
+        for op, path in self._paths.items():
+            if path != "sm":
+                src, dst = model.ops[op].inputs[0], model.ops[op].output
+                self._copies[op] = (1, self._region(src), self._region(dst), 0)
         self._launch(budget_s)
 
-    # --- set-up ----------------------------------------------------------------------------------
     def _check_layout(self, module) -> None:
         out = self._cupy.zeros(len(expected_offsets()), self._cupy.uint64)
         module.get_function("ark_layout")((1,), (1,), (out,))
@@ -175,10 +189,11 @@ class Runtime:
         arr = cupy.zeros(t.nbytes, cupy.uint8)
         return arr.data.ptr, arr, "device"
 
-    def _open_copies(self, engine: str | None, copy_path: str) -> None:
+    def _choose_copy_paths(self, engine: str | None, copy_path: str) -> dict[int, str]:
+        """Each copy op's path, "sm" or "engine:<name>" (opening the engine when one is wanted)."""
         copies = [op for op in self.model.ops if op.kind == "copy"]
         if not copies:
-            return
+            return {}
         if engine not in (None, "none", "auto") and engine not in DMA_ENGINES:
             raise LoopError(f"engine {engine!r} cannot take copies from GPU code; use one of "
                             f"{', '.join(DMA_ENGINES)}, 'auto' or None")
@@ -188,14 +203,8 @@ class Runtime:
             self._open_engine(engine)
         if copy_path == "engine" and self._device is None:
             raise LoopError("copy_path='engine' but no DMA engine is open here (engine=None, or none can run)")
-        for op in copies:
-            src, dst = op.inputs[0], op.output
-            if op in wanted and self._device is not None:
-                regions = [self._region(tid) for tid in (src, dst)]
-                self._copies[op.id] = (1, regions[0], regions[1], 0)
-                self._paths[op.id] = f"engine:{self._engine.name}"
-            else:
-                self._paths[op.id] = "sm"
+        return {op.id: f"engine:{self._engine.name}" if op in wanted and self._device is not None else "sm"
+                for op in copies}
 
     def _open_engine(self, engine: str) -> None:
         from ark_runtime import engines
@@ -227,8 +236,7 @@ class Runtime:
         prog = build_program(self.plan)
         dev = lambda a: cupy.asarray(np.ascontiguousarray(a))  # noqa: E731
         self._arrays = {
-            "ins": dev(prog.ins), "stream_start": dev(prog.stream_start), "tiles": dev(prog.tiles),
-            "tile_cols": dev(prog.tile_cols), "groups": dev(prog.groups), "members": dev(prog.members),
+            "ins": dev(prog.ins), "stream_start": dev(prog.stream_start), "members": dev(prog.members),
             "counters": cupy.zeros(max(prog.num_counters, 1), cupy.uint64), "finished": cupy.zeros(RING + 3, cupy.uint64),
             "done_ns": cupy.zeros(RING, cupy.uint64),
             "fault_flag": cupy.zeros(1, cupy.uint32),
@@ -409,8 +417,8 @@ class Runtime:
         for op in self.model.ops:
             if op.kind != "copy":
                 continue
-            tile = next(i for i, t in enumerate(self.plan.tiles) if t["op"] == op.id)
-            start, end = (int(v) for v in ns[tile])
+            tiles = [i for i, t in enumerate(self.plan.tiles) if t["op"] == op.id]  # on the SMs, one per block
+            start, end = int(ns[tiles, 0].min()), int(ns[tiles, 1].max())
             out.append(TransferReport(op.id, self.model.tensors[op.output].name, self._paths[op.id],
                                       self.model.tensors[op.output].nbytes, max(end - start, 0) / 1e3,
                                       self._paths[op.id] == "sm"))

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import bisect
 import math
+import os
 from dataclasses import dataclass
+from fractions import Fraction
 
 from ark_runtime.model import DTYPE_BYTES, Model, Op, Tensor
 
 MATMUL_TILE = 128
 MIN_MATMUL_TILE = 32
-ATTENTION_BLOCK = 64
+SKINNY_ROWS = 16  # a matmul with at most this many rows streams its weights (gemv.cuh), see `skinny`
+SKINNY_WIDTHS = (128, 64, 32)  # its tiles' columns, widest first; 32 at least: rows of B read 64 bytes or more
+ATTENTION_BLOCKS = (64, 32, 16)  # queries per attention tile, most first (attention.cuh: 16-row groups)
 MIN_TILE_ELEMENTS = 2048
 MAX_TILE_COLS = 8192
 
@@ -70,8 +74,37 @@ def _elementwise_blocks(out: Tensor, num_sms: int, pairs: bool = False) -> list[
     return [(r0, r1, 0, out.cols) for r0, r1 in _chunks(out.rows, max(1, per_tile // out.cols))]
 
 
-def _row_blocks(out: Tensor, num_sms: int) -> list[tuple[int, int, int, int]]:
-    return [(r0, r1, 0, out.cols) for r0, r1 in _chunks(out.rows, max(1, math.ceil(out.rows / num_sms)))]
+MIN_ROW_TILE_ELEMENTS = 1024  # rows shorter than this share a tile (1024 // cols of them at least)
+ROW_THREADS = 256  # rows.cuh: the CTA's threads
+
+
+def row_block_rows(rows: int, cols: int, num_sms: int) -> int:
+    """Rows per tile of a row-wise op over rows of `cols` elements: the rows spread over the SMs, but short rows
+    grouped so a tile holds about MIN_ROW_TILE_ELEMENTS at least."""
+    return max(1, math.ceil(rows / num_sms), MIN_ROW_TILE_ELEMENTS // cols)
+
+
+def _row_blocks(out: Tensor, num_sms: int, cols: int | None = None) -> list[tuple[int, int, int, int]]:
+    """Row blocks of `out`, whose rows read `cols` elements each (out.cols unless given: a reduction's rows)."""
+    per = row_block_rows(out.rows, out.cols if cols is None else cols, num_sms)
+    return [(r0, r1, 0, out.cols) for r0, r1 in _chunks(out.rows, per)]
+
+
+def row_team(dtype: str, rows: int, cols: int, num_sms: int) -> int:
+    """rows.cuh's team size NT for a row-wise op (reductions, softmax, norms) over `rows` rows of `cols`: threads
+    per row, a warp up to the CTA's 256. As many teams as the tile has rows (up to 8, a power of two), each no
+    wider than the row has pieces (16 bytes where cols is a multiple of 16 bytes' elements, else one element),
+    widened until a thread holds its share of the row in registers (RowShape::MAXC pieces: 64 bytes, or 16
+    elements); past 256 threads the template reads the row in slabs."""
+    per_tile = row_block_rows(rows, cols, num_sms)
+    w = 16 // DTYPE_BYTES[dtype]
+    v = w if cols % w == 0 else 1
+    pieces, maxc = cols // v, (4 if v > 1 else 16)
+    teams = min(ROW_THREADS // 32, 1 << (per_tile - 1).bit_length())
+    nt = min(ROW_THREADS // teams, max(32, 1 << (pieces - 1).bit_length()))
+    while nt < ROW_THREADS and -(-pieces // nt) > maxc:
+        nt *= 2
+    return nt
 
 
 def _read_like(t: Tensor, out: Tensor, r0: int, r1: int, c0: int, c1: int) -> Region:
@@ -97,7 +130,64 @@ def matmul_block(m: int, n: int, num_sms: int) -> tuple[int, int]:
     return bm, bn
 
 
-def op_tiles(model: Model, op: Op, first_id: int, num_sms: int) -> list[Tile]:
+def attention_block(seq: int, d: int, heads: int, num_sms: int) -> int:
+    """Queries per attention tile: 64, halved while the tiles (heads x batch x query blocks, `heads` counting
+    both) do not fill the SMs or the block is twice the (16-rounded) sequence or more; 16 at the least, 32 for
+    head dimensions above 128 (attention.cuh's 16-query tile would need 135 KiB of shared memory there)."""
+    least = 16 if -(-d // 16) * 16 <= 128 else 32
+    bq = ATTENTION_BLOCKS[0]
+    while bq > least and (heads * -(-seq // bq) < num_sms or bq >= 2 * -(-seq // 16) * 16):
+        bq //= 2
+    return bq
+
+
+def skinny(m: int) -> bool:
+    """Whether a matmul of `m` rows takes the weight-streaming path (gemv.cuh, FMA units) instead of tensor-core
+    tiles, whose 16-row fragments would be mostly padding. Each weight serves m rows: per 16 KiB of bf16 weights a
+    CTA issues about 8 x 430 warp instructions at m = 8 (0.5 us at 1.75 GHz, where an H100 SM's share of the
+    memory's 3 TB/s brings them in 0.7 us) and about twice that at m = 16 (compute-bound, near 2 TB/s); above 16
+    the tensor cores' fragments fill and their throughput is needed."""
+    return m <= SKINNY_ROWS
+
+
+def skinny_cols(n: int, num_sms: int) -> int:
+    """The columns of a skinny matmul's tile, which owns them for all rows and all of K (no split of K: a tile
+    writes its outputs once). Of SKINNY_WIDTHS, the one whose tiles fill the SMs' waves best (tiles / (waves x
+    SMs)), the widest of equals, as fewer tiles cost fewer fills of the pipeline and reductions: N = 16384 on
+    132 SMs gives 128 tiles of 128 columns, N = 4096 128 tiles of 32. Below 32 x num_sms columns some SMs idle."""
+    def fill(w: int) -> Fraction:
+        tiles = -(-n // w)
+        return Fraction(tiles, -(-tiles // num_sms) * num_sms)
+    return max(SKINNY_WIDTHS, key=fill)
+
+
+SM90_ENV = "ARK_SM90_MATMUL"  # "0" (or "off", "no", "false"): never the Hopper wgmma tile
+SM90_BM = 128  # matmul_sm90.cuh: a CTA's rows (two warpgroups of 64)
+SM90_MIN_FILL = 8  # the 128 x 128 tiles must keep at least 1/8 of the SMs busy, else the WMMA path cuts finer
+
+
+def sm90_enabled() -> bool:
+    return os.environ.get(SM90_ENV, "1").strip().lower() not in ("0", "off", "no", "false")
+
+
+def sm90_matmul_block(m: int, n: int, k: int, dtype: str, num_sms: int) -> tuple[int, int] | None:
+    """The output block of the Hopper wgmma tile (include/ark/matmul_sm90.cuh) for a large bf16/fp16 matmul,
+    or None where the WMMA tile of `matmul_block` runs: 128 x 256 where those fill the SMs, else 128 x 128.
+    The tile loads 16-byte rows, so K and N must be multiples of 8. Codegen and the tiling both ask here, so
+    the plan's regions are the template's. $ARK_SM90_MATMUL=0 turns it off (every matmul as before)."""
+    if not sm90_enabled() or dtype not in ("bf16", "fp16") or k % 8 or n % 8 or m < SM90_BM or n < 128 or k < 8:
+        return None
+    rows = -(-m // SM90_BM)
+    if rows * -(-n // 256) >= num_sms:
+        return SM90_BM, 256
+    if rows * -(-n // 128) * SM90_MIN_FILL >= num_sms:
+        return SM90_BM, 128
+    return None
+
+
+def op_tiles(model: Model, op: Op, first_id: int, num_sms: int, sm_copy: bool = False) -> list[Tile]:
+    """`sm_copy`: a copy op moved by the CTAs' own stores, cut like an elementwise op (each tile a contiguous
+    byte range, so the SMs copy in parallel); otherwise a copy is one tile that posts one DMA."""
     ts = model.tensors
     out = ts[op.output]
     ins = [ts[i] for i in op.inputs]
@@ -116,14 +206,15 @@ def op_tiles(model: Model, op: Op, first_id: int, num_sms: int) -> list[Tile]:
             add(r0, r1, c0, c1, reads, n * esize * (len(ins) + 1), n * 8 * steps)
     elif op.kind in ("reduce", "softmax", "layernorm", "rmsnorm"):
         x = ins[0]
-        for r0, r1, _, _ in _row_blocks(out, num_sms):
+        for r0, r1, _, _ in _row_blocks(out, num_sms, x.cols):
             n = (r1 - r0) * x.cols
             reads = [Region(x.id, r0, r1, 0, x.cols)] + [Region.whole(p) for p in ins[1:]]
             add(r0, r1, 0, out.cols, reads, n * esize + (r1 - r0) * out.cols * esize, 5 * n)
     elif op.kind == "matmul":
         a, b = ins
         m, k, n = a.rows, a.cols, b.cols
-        bm, bn = matmul_block(m, n, num_sms)
+        bm, bn = (m, skinny_cols(n, num_sms)) if skinny(m) else matmul_block(m, n, num_sms)
+        bm, bn = sm90_matmul_block(m, n, k, out.dtype, num_sms) or (bm, bn)  # large bf16/fp16: the wgmma tile
         for r0, r1 in _chunks(m, bm):
             for c0, c1 in _chunks(n, bn):
                 reads = [Region(a.id, r0, r1, 0, k), Region(b.id, 0, k, c0, c1)]
@@ -134,9 +225,10 @@ def op_tiles(model: Model, op: Op, first_id: int, num_sms: int) -> list[Tile]:
         s, e = q.shape[-2], q.shape[-1]
         heads, causal = op.attr("heads"), op.attr("causal", True)
         d = e // heads
+        bq = attention_block(s, d, heads * (q.rows // s), num_sms)
         for b in range(q.rows // s):
             for h in range(heads):
-                for q0, q1 in _chunks(s, ATTENTION_BLOCK):
+                for q0, q1 in _chunks(s, bq):
                     kv_end = q1 if causal else s
                     base, c0, c1 = b * s, h * d, (h + 1) * d
                     reads = [Region(q.id, base + q0, base + q1, c0, c1), Region(k.id, base, base + kv_end, c0, c1),
@@ -147,6 +239,9 @@ def op_tiles(model: Model, op: Op, first_id: int, num_sms: int) -> list[Tile]:
         table, ids = ins
         for r0, r1, _, _ in _row_blocks(out, num_sms):
             add(r0, r1, 0, out.cols, [Region.whole(table), Region.whole(ids)], 2 * (r1 - r0) * out.cols * esize, 0)
+    elif op.kind == "copy" and sm_copy:
+        for r0, r1, c0, c1 in _elementwise_blocks(out, num_sms):
+            add(r0, r1, c0, c1, [Region(ins[0].id, r0, r1, c0, c1)], 2 * (r1 - r0) * (c1 - c0) * esize, 0)
     elif op.kind == "copy":
         add(0, out.rows, 0, out.cols, [Region.whole(ins[0])], 2 * out.nbytes, 0, dma=True)
     else:
@@ -154,10 +249,10 @@ def op_tiles(model: Model, op: Op, first_id: int, num_sms: int) -> list[Tile]:
     return tiles
 
 
-def tile_model(model: Model, num_sms: int) -> list[Tile]:
+def tile_model(model: Model, num_sms: int, sm_copies: frozenset[int] = frozenset()) -> list[Tile]:
     tiles: list[Tile] = []
     for op in model.ops:
-        tiles.extend(op_tiles(model, op, len(tiles), num_sms))
+        tiles.extend(op_tiles(model, op, len(tiles), num_sms, op.id in sm_copies))
     return tiles
 
 

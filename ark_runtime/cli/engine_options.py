@@ -27,14 +27,20 @@ def add_param_options(parser: argparse.ArgumentParser, data_width: int | None = 
     parser.set_defaults(engine_data_width_default=data_width)
 
 
-def params_from(args: argparse.Namespace):
-    """EngineParams from the options given (the rest default); a rejected set is a clear error."""
+def given_params(args: argparse.Namespace) -> dict[str, int]:
+    """The engine parameters given as options, by field name."""
+    return {f.name: getattr(args, f.name) for f in _fields() if getattr(args, f.name, None) is not None}
+
+
+def params_from(args: argparse.Namespace, make=None):
+    """EngineParams from the options given (the rest default, or `make(**given)` fills them); a rejected set is
+    a clear error."""
     from rtl.params import EngineParams
 
-    given = {f.name: getattr(args, f.name) for f in _fields() if getattr(args, f.name, None) is not None}
-    if getattr(args, "engine_data_width_default", None):
+    given = given_params(args)
+    if make is None and getattr(args, "engine_data_width_default", None):
         given.setdefault("data_width", args.engine_data_width_default)
     try:
-        return EngineParams(**given)
+        return (make or EngineParams)(**given)
     except (TypeError, ValueError) as exc:
         raise ArkdmaError(f"engine parameters rejected: {exc}") from exc

@@ -33,8 +33,8 @@ def register(sub) -> None:
                         description="ecp5-evn: builds a bitstream with yosys, nextpnr-ecp5 and ecppack (YoWASP); the "
                                     "board has no open PCIe core, so the engine's BAR is reached over the board's "
                                     "UART and its host memory is on-chip RAM (see fpga/README.md). alveo-u250: writes "
-                                    "the Vivado project of the PCIe card (Verilog, XDC, PCIe IP configuration, Tcl) "
-                                    "and runs Vivado where it is installed; without Vivado, or with --dry-run, it "
+                                    "the Vivado project of the PCIe card (Verilog, XDC, PCIe IP configuration, Tcl; "
+                                    "the card's 256-bit engine unless --data-width is given) and runs Vivado where it is installed; without Vivado, or with --dry-run, it "
                                     "checks the project instead (docs/card-bringup.md).")
     b.add_argument("--board", default="ecp5-evn", help="ecp5-evn (open flow, default) or alveo-u250 (Vivado)")
     b.add_argument("--core", default="engine", choices=sorted(CORES),
@@ -178,7 +178,7 @@ def _write_json(args: argparse.Namespace, data: dict, console: Console) -> None:
 
 
 def _run_vivado_build(args: argparse.Namespace, console: Console) -> int:
-    from fpga.cores.pcie_card_top import USER_CLOCK_MHZ
+    from fpga.cores.pcie_card_top import USER_CLOCK_MHZ, card_params
     from fpga.flow import vivado
 
     if args.core != "engine":
@@ -188,7 +188,8 @@ def _run_vivado_build(args: argparse.Namespace, console: Console) -> int:
         raise ArkdmaError(f"--clock {args.clock:g}: on {args.board} the engine runs on the PCIe block's user clock, "
                           f"{USER_CLOCK_MHZ:g} MHz at Gen3 x8 with 256-bit streams; leave --clock out")
     build_dir = args.build_dir or Path("build") / "fpga" / f"{args.board}-engine"
-    result = vivado.build(params_from(args), args.board, build_dir, dry_run=args.dry_run,
+    # the card's engine (256-bit unless --data-width says otherwise), not the UART board's
+    result = vivado.build(params_from(args, card_params), args.board, build_dir, dry_run=args.dry_run,
                           allow_timing_fail=args.allow_timing_fail, jobs=args.jobs,
                           timeout_s=args.timeout or 4 * 3600.0, console=console)
     for line in result.checks:

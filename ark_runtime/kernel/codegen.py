@@ -12,14 +12,18 @@ from pathlib import Path
 from ark_runtime.model import DTYPE_BYTES, Model, ModelError, Op, Tensor
 from ark_runtime.kernel.records import layout_checks
 from ark_runtime.plan import Plan
-from ark_runtime.tiling import matmul_block
+from ark_runtime.tiling import matmul_block, skinny, skinny_cols
+from ark_runtime.tiling import sm90_matmul_block
+from ark_runtime.tiling import attention_block, row_team
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
-HEADERS = ("numeric.cuh", "elementwise.cuh", "rows.cuh", "matmul.cuh", "attention.cuh", "copy.cuh", "loop.cuh")
+HEADERS = ("numeric.cuh", "elementwise.cuh", "rows.cuh", "matmul.cuh", "matmul_sm90.cuh", "gemv.cuh", "attention.cuh",
+           "copy.cuh", "loop.cuh")
 CTYPE = {"fp32": "float", "fp16": "__half", "bf16": "__nv_bfloat16", "int32": "int"}
 THREADS = 256
 BK, KB, WARPS = 32, 32, 8  # as matmul.cuh and attention.cuh
 MAX_HEAD_DIM = 256
+MAX_SHARED_TENSORS = 2048  # tensor addresses the kernel keeps in shared memory (16 KiB); more are read from global
 DEFAULT_SMEM = 48 * 1024
 UNARY_CODE = {"gelu": "GELU", "silu": "SILU", "relu": "RELU", "exp": "EXP", "neg": "NEG", "sqrt": "SQRT",
               "rsqrt": "RSQRT", "identity": "IDENTITY"}
@@ -61,8 +65,92 @@ def matmul_smem(dtype: str, bm: int, bn: int) -> int:
     return stages * (bm * (BK + PAD) + BK * (bn + PAD)) * esize + (WARPS * 256 * 4 if dtype != "fp32" else 0)
 
 
-def attention_smem(d: int) -> int:
-    return (2 * KB * (d + 1) + WARPS * d) * 4
+GEMV_SUMS = 64  # gemv.cuh: a thread's fp32 sums (rows x its columns) at most, so two CTAs' registers fit an SM
+GEMV_THREAD_SLICE = 64  # bytes of B a thread copies per slice: 16 KiB a slice
+
+
+@dataclass(frozen=True)
+class GemvConfig:
+    """gemv.cuh's constants for a skinny matmul of `m` rows in tiles of `w` columns."""
+
+    m: int
+    w: int
+    cpt: int  # columns per thread: one 16-byte load, halved while m x cpt sums exceed GEMV_SUMS
+    rpt: int  # rows per thread per slice
+    stages: int  # slices in flight
+
+    @staticmethod
+    def of(dtype: str, m: int, w: int) -> GemvConfig:
+        esize = DTYPE_BYTES[dtype]
+        cpt = 16 // esize
+        while m * cpt > GEMV_SUMS:
+            cpt //= 2
+        if cpt * esize < 8 or w % cpt or 32 % (w // cpt):
+            raise ModelError(f"a skinny matmul of {m} rows in {w}-column tiles does not fit gemv.cuh")
+        rpt = GEMV_THREAD_SLICE // (cpt * esize)
+        slice_bytes = rpt * (THREADS * cpt // w) * (w + m) * esize
+        return GemvConfig(m, w, cpt, rpt, max(2, min(8, STAGE_BUDGET // slice_bytes)))
+
+    def smem(self, dtype: str) -> int:
+        """As gemv.cuh's gemv_smem: the slices in flight, or the reduction's sums per warp."""
+        ks = self.rpt * (THREADS * self.cpt // self.w)
+        return max(self.stages * ks * (self.w + self.m) * DTYPE_BYTES[dtype], THREADS // 32 * self.m * self.w * 4)
+
+
+SM90_STAGES = {128: 6, 256: 4}  # matmul_sm90.cuh's slices in the ring per tile width: 192 KiB of 227
+SM90_ARCH_MARK = "#define ARKDMA_ARCH_SPECIFIC 1"  # driver/gpu/compile.py: compile for sm_90a on an H100
+
+
+def matmul_sm90_smem(bn: int) -> int:
+    """As matmul_sm90.cuh's matmul_sm90_smem: the ring of 64-deep slices (A 128 x 64, B 64 x bn, 2-byte
+    elements) and 1 KiB to align it to the 128-byte swizzle's 1024-byte pattern."""
+    return SM90_STAGES[bn] * (128 * 64 + 64 * bn) * 2 + 1024
+
+
+ROW_SMEM = 256  # rows.cuh's ROW_SMEM: the team reductions' slots
+ATT_STAGE_BUDGET = 80 * 1024  # attention.cuh: bytes for the stages of K and V in flight
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """attention.cuh's AttnShape<D, BQ>: the tensor-core tile's constants for head dimension d and bq queries."""
+
+    d: int
+    bq: int
+
+    @property
+    def dp(self) -> int:  # head dimension padded to the MMA's k
+        return -(-self.d // 16) * 16
+
+    @property
+    def ld(self) -> int:  # shared-memory row stride, elements
+        return self.dp + 8
+
+    @property
+    def splits(self) -> int:  # key splits: 8 warps over bq / 16 query groups
+        return WARPS // (self.bq // 16)
+
+    @property
+    def kw(self) -> int:  # keys per warp per stage
+        return 32 if 2 * 2 * 32 * self.splits * self.ld * 2 <= ATT_STAGE_BUDGET else 16
+
+    @property
+    def stages(self) -> int:  # stages of K and V in flight
+        return 2 if 2 * (2 * self.kw * self.splits * self.ld * 2) <= ATT_STAGE_BUDGET else 1
+
+    @property
+    def smem(self) -> int:
+        stage = 2 * self.kw * self.splits * self.ld * 2
+        dc = min(self.dp, 128)
+        merge = WARPS * 16 * (dc + 8 + 2) * 4
+        return self.bq * self.ld * 2 + max(self.stages * stage, merge)
+
+
+def attention_smem(dtype: str, d: int, bq: int) -> int:
+    """Shared memory of an attention tile: the tensor-core tile's (bf16, fp16), or the scalar fp32 tile's."""
+    if dtype == "fp32":
+        return (2 * KB * (d + 1) + WARPS * d) * 4
+    return AttentionShape(d, bq).smem
 
 
 def _broadcast_map(name: str, t: Tensor, out: Tensor) -> str | None:
@@ -88,6 +176,7 @@ class _Gen:
         self.structs: list[str] = []
         self.smem = 0
         self.asserts: list[str] = []
+        self.wgmma = False  # a matmul uses matmul_sm90.cuh (then one CTA per SM: ARK_MIN_BLOCKS 1 on sm_90a)
 
     def ptr(self, tid: int, const: bool = True) -> str:
         t = self.model.tensors[tid]
@@ -138,15 +227,25 @@ class _Gen:
                                 + "\n".join(body) + f"\n{each} v[u] = s{len(steps) - 1}[u];\n  }}\n}};")
             args = ", ".join(x)
             return f"ark::map_tile({name}{{{args}}}, {o}, {out.cols}, {tile});"
-        if op.kind == "reduce":
-            return f"ark::reduce_rows<ark::{REDUCE_CODE[op.fn]}, {ct}>({x[0]}, {o}, {ins[0].cols}, r0, r1);"
-        if op.kind == "softmax":
-            return f"ark::softmax_rows<{ct}>({x[0]}, {o}, {out.cols}, r0, r1);"
-        if op.kind in ("layernorm", "rmsnorm"):
+        if op.kind in ("reduce", "softmax", "layernorm", "rmsnorm"):
+            # a team of nt threads per row, the row in registers (tiling.row_team); 256 bytes for the reductions
+            cols = ins[0].cols
+            nt = row_team(out.dtype, out.rows, cols, self.plan.num_sms)
+            self.smem = max(self.smem, ROW_SMEM)
+            self.asserts.append(f"static_assert(ark::ROW_SMEM <= {ROW_SMEM}, \"op {op.id}: codegen.py's ROW_SMEM\");")
+            if op.kind == "reduce":
+                return f"ark::reduce_rows<ark::{REDUCE_CODE[op.fn]}, {ct}, {cols}, {nt}>({x[0]}, {o}, r0, r1, smem);"
+            if op.kind == "softmax":
+                return f"ark::softmax_rows<{ct}, {cols}, {nt}>({x[0]}, {o}, r0, r1, smem);"
             layer = op.kind == "layernorm"
             bias = x[2] if layer else "nullptr"
-            return (f"ark::norm_rows<{ct}, {'true' if layer else 'false'}>({x[0]}, {x[1]}, {bias}, {o}, {out.cols}, "
-                    f"{op.attr('eps')!r}f, r0, r1);")
+            return (f"ark::norm_rows<{ct}, {'true' if layer else 'false'}, {cols}, {nt}>({x[0]}, {x[1]}, {bias}, {o}, "
+                    f"{op.attr('eps')!r}f, r0, r1, smem);")
+        if op.kind == "matmul" and skinny(ins[0].rows):
+            return self._gemv_case(op, ins[0], ins[1], out, x, o)
+        if op.kind == "matmul" and sm90_matmul_block(ins[0].rows, ins[1].cols, ins[0].cols, out.dtype,
+                                                     self.plan.num_sms):
+            return self._sm90_case(op, ins[0], ins[1], out, x, o)
         if op.kind == "matmul":
             a, b = ins
             bm, bn = matmul_block(a.rows, b.cols, self.plan.num_sms)
@@ -163,20 +262,71 @@ class _Gen:
             if d > MAX_HEAD_DIM:
                 raise ModelError(f"attention (op {op.id}): head dimension {d} is above the kernel's {MAX_HEAD_DIM}; "
                                  "use more heads")
-            self.smem = max(self.smem, attention_smem(d))
-            self.asserts.append(f"static_assert(ark::attention_smem<{d}>() <= SMEM_BYTES, \"op {op.id}\");")
+            bq = attention_block(seq, d, op.attr("heads") * (ins[0].rows // seq), self.plan.num_sms)
+            smem = attention_smem(out.dtype, d, bq)
+            self.smem = max(self.smem, smem)
             causal = "true" if op.attr("causal", True) else "false"
-            return (f"{{ const int base = r0 / {seq} * {seq}; ark::attention_tile<{ct}, {d}, {causal}>({x[0]}, {x[1]}, "
-                    f"{x[2]}, {o}, {seq}, {e}, base, r0 - base, r1 - base, c0, smem); }}")
+            if out.dtype == "fp32":
+                self.asserts.append(f"static_assert(ark::attention_scalar_smem<{d}>() == {smem}, \"op {op.id}: "
+                                    "codegen.py's attention_smem\");")
+                call = f"ark::attention_tile_scalar<{ct}, {d}, {causal}>"
+            else:
+                self.asserts.append(f"static_assert(ark::attention_smem<{ct}, {d}, {bq}>() == {smem}, \"op {op.id}: "
+                                    "codegen.py's attention_smem\");")
+                vec = "true" if d % 8 == 0 else "false"  # 16-byte pieces of each head's rows (E = heads x d)
+                call = f"ark::attention_tile<{ct}, {d}, {bq}, {causal}, {vec}>"
+            return (f"{{ const int base = r0 / {seq} * {seq}; {call}({x[0]}, {x[1]}, {x[2]}, {o}, {seq}, {e}, base, "
+                    f"r0 - base, r1 - base, c0, smem); }}")
         if op.kind == "rope":
             return (f"ark::rope_tile<{ct}>({x[0]}, {x[1]}, {x[2]}, {o}, {ins[0].shape[-2]}, {out.cols}, {tile});")
         if op.kind == "embedding":
             return (f"{{ const int bad = ark::embedding_rows<{ct}>({x[0]}, (const int*)T[{ins[1].id}], {o}, "
                     f"{op.attr('vocab')}, {out.cols}, r0, r1);\n"
                     f"      if (bad) return ((unsigned long long)ark::FAULT_BAD_INDEX << 32) | (unsigned)bad; }}")
-        if op.kind == "copy":
-            return (f"return ark::copy_tile(p, q, tile, {op.id}, T[{ins[0].id}], T[{out.id}], {out.nbytes}ull);")
+        if op.kind == "copy":  # a tile's region is one contiguous byte range (tiling.py); a DMA tile is all of it
+            e = DTYPE_BYTES[out.dtype]
+            return (f"{{ const long long off = ((long long)r0 * {out.cols} + c0) * {e}, n = (long long)(r1 - r0) * (c1 - c0) * {e};\n"
+                    f"      return ark::copy_tile(p, q, tile, {op.id}, (const char*)T[{ins[0].id}] + off, (char*)T[{out.id}] + off, n); }}")
         raise ModelError(f"op {op.id} ({op.kind}) has no op template")
+
+    def _gemv_case(self, op: Op, a: Tensor, b: Tensor, out: Tensor, x: list[str], o: str) -> str:
+        """A skinny matmul (tiling.skinny): its tiles own all of A's rows and skinny_cols columns of B."""
+        ct = CTYPE[out.dtype]
+        g = GemvConfig.of(out.dtype, a.rows, skinny_cols(b.cols, self.plan.num_sms))
+        e = 16 // DTYPE_BYTES[out.dtype]
+        vec = a.cols % e == 0 and b.cols % e == 0
+        smem = g.smem(out.dtype)
+        self.smem = max(self.smem, smem)
+        params = f"{ct}, {g.m}, {g.w}, {g.cpt}, {g.rpt}"
+        self.asserts.append(f"static_assert(ark::gemv_smem<{params}, {g.stages}>() == {smem}, "
+                            f"\"op {op.id}: codegen.py's GemvConfig.smem\");")
+        return (f"ark::gemv_tile<{params}, {g.stages}, {'true' if vec else 'false'}>({x[0]}, {x[1]}, {o}, {b.cols}, "
+                f"{a.cols}, r0, c0, c1, smem);")
+
+    def _sm90_case(self, op: Op, a: Tensor, b: Tensor, out: Tensor, x: list[str], o: str) -> str:
+        """A large bf16/fp16 matmul (tiling.sm90_matmul_block): the wgmma tile where the kernel is compiled for
+        sm_90a, else the WMMA template on each 128-column half of the block (the same tiles as before)."""
+        ct = CTYPE[out.dtype]
+        bm, bn = sm90_matmul_block(a.rows, b.cols, a.cols, out.dtype, self.plan.num_sms)
+        stages, smem = SM90_STAGES[bn], matmul_sm90_smem(bn)
+        wstages, wsmem = matmul_stages(out.dtype, bm, 128), matmul_smem(out.dtype, bm, 128)
+        self.wgmma = True
+        self.smem = max(self.smem, smem, wsmem)
+        self.asserts.append(f"static_assert(ark::matmul_sm90_smem<{bn}, {stages}>() == {smem}, "
+                            f"\"op {op.id}: codegen.py's matmul_sm90_smem\");")
+        self.asserts.append(f"static_assert(ark::matmul_smem<{ct}, {bm}, 128, {wstages}>() == {wsmem}, "
+                            f"\"op {op.id}: codegen.py's matmul_smem\");")
+        shape = f"{x[0]}, {x[1]}, {o}, {a.rows}, {b.cols}, {a.cols}"
+        wmma = f"ark::matmul_tile<{ct}, {bm}, 128, {wstages}, true>"
+        return "\n".join([
+            "#if ARK_HAS_WGMMA",
+            f"      ark::matmul_tile_sm90<{ct}, {bn}, {stages}>({shape}, r0, r1, c0, c1, smem);",
+            "#else",
+            "      for (int h = c0; h < c1; h += 128) {  // a loop, not two calls: one inlined copy's registers",
+            "        if (h > c0) __syncthreads();  // the first half's warps are done with the shared memory",
+            f"        {wmma}({shape}, r0, r1, h, c1 < h + 128 ? c1 : h + 128, smem);",
+            "      }",
+            "#endif"])
 
 
 LOOP = r"""
@@ -197,19 +347,29 @@ __device__ unsigned long long copy_tile(const Program& p, const arkdma_queue& q,
 }
 }  // namespace ark
 
-extern "C" __global__ void __launch_bounds__(THREADS, 2) ark_loop(ark::Program p, arkdma_queue q) {
+extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(ark::Program p, arkdma_queue q) {
   extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ int4 held[2 * ark::CHUNK];  // instructions [first, first + CHUNK) of this CTA's stream
+#if ARK_TENSORS_SHARED
+  __shared__ void* tensors[gen::NUM_TENSORS];  // the tensors' addresses, read once
+  for (int i = threadIdx.x; i < gen::NUM_TENSORS; i += blockDim.x) tensors[i] = p.tensors[i];
+  void* const* T = tensors;
+#else
+  void* const* T = p.tensors;
+#endif
   const int begin = p.stream_start[blockIdx.x], end = p.stream_start[blockIdx.x + 1];
+  int first = end;  // nothing staged yet
+  unsigned long long go = 0, ring = 0;  // thread 0: go and iterations done, as last read
   for (unsigned long long it = 0;; ++it) {
     int stop = 0;
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0 && !(go > it && it < ring + ark::RING)) {
       // the host's go (CTA 0 reads the host's words, the others its copies), and no more than RING
-      // iterations ahead of the slowest CTA (its arrival slot is free)
-      // Volatile polls (no L1 invalidation per poll), one fence once the iteration may start.
+      // iterations ahead of the slowest CTA (its arrival slot is free); read again only when what was read last
+      // does not let this iteration start. Volatile polls (no L1 invalidation per poll), then one fence.
       for (unsigned spins = 0;; ++spins) {
-        const unsigned long long go = blockIdx.x == 0 ? ark::forward_go(p)
-                                                      : *(volatile unsigned long long*)(p.finished + ark::GO_SEEN);
-        if (go > it && it < *(volatile unsigned long long*)(p.finished + ark::RING) + ark::RING) break;
+        go = blockIdx.x == 0 ? ark::forward_go(p) : *(volatile unsigned long long*)(p.finished + ark::GO_SEEN);
+        ring = *(volatile unsigned long long*)(p.finished + ark::RING);
+        if (go > it && it < ring + ark::RING) break;
         if (ark::stopping(p) || ((blockIdx.x == 0 || (spins & 1023u) == 1023u) && ark::host_stop(p))) {
           stop = 1;
           break;
@@ -220,18 +380,22 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ark_loop(ark::Program p
     }
     if (__syncthreads_or(stop)) break;
     for (int i = begin; i < end && !stop; ++i) {
-      const int4 in = p.ins[i];
-      if (in.x == ark::INS_WAIT) {  // this wait and the ones right after it, together
+      if (i < first || i >= first + ark::CHUNK) {  // the same on every thread: stage the next chunk
+        __syncthreads();
+        first = i;
+        for (int k = threadIdx.x; k < 2 * ark::CHUNK && i + k / 2 < end; k += blockDim.x) held[k] = p.ins[2 * i + k];
+        __syncthreads();
+      }
+      const int4 in = held[2 * (i - first)], more = held[2 * (i - first) + 1];
+      if (in.x == ark::INS_WAIT) {  // this wait and the ones right after it that are staged, together
         int n = 1;
-        while (i + n < end && p.ins[i + n].x == ark::INS_WAIT) ++n;
-        if (threadIdx.x < 32) stop = !ark::wait_all(p, p.ins + i, n, it);
+        while (i + n < end && i + n < first + ark::CHUNK && held[2 * (i + n - first)].x == ark::INS_WAIT) ++n;
+        if (threadIdx.x < 32) stop = !ark::wait_all(p, held + 2 * (i - first), n, it);
         stop = __syncthreads_or(stop);
         i += n - 1;
       } else if (in.x == ark::INS_RUN) {
-        const int4 t = p.tiles[in.y];
-        const int2 c = p.tile_cols[in.y];
         if (threadIdx.x == 0) p.tile_ns[2 * in.y] = arkdma::now_ns();
-        const unsigned long long f = gen::run_tile(p, q, in.y, t.x, t.y, t.z, c.x, c.y, smem);
+        const unsigned long long f = gen::run_tile(p, q, T, in.y, in.z, in.w, more.x, more.y, more.z, smem);
         if (__syncthreads_or(f != 0ull)) {
           if (f != 0ull) ark::fault(p, (unsigned)(f >> 32), in.y, -1, 0ull, 0ull, f & 0xffffffffull);
           stop = 1;
@@ -259,6 +423,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) ark_loop(ark::Program p
 """
 
 
+def _arch_lines(wgmma: bool) -> list[str]:
+    """The kernel's min-blocks per SM: 2 (128 registers a thread), or 1 where the wgmma tile runs (its 128 x 256
+    block keeps 128 fp32 sums a thread; the loop kernel has one CTA per SM anyway); and with the wgmma tile, the
+    mark that has driver/gpu/compile.py build for sm_90a on a compute capability 9.0 GPU."""
+    if not wgmma:
+        return ["#define ARK_MIN_BLOCKS 2"]
+    return [SM90_ARCH_MARK, "#if ARK_HAS_WGMMA", "#define ARK_MIN_BLOCKS 1", "#else", "#define ARK_MIN_BLOCKS 2",
+            "#endif"]
+
+
 def generate(model: Model, plan: Plan) -> KernelSource:
     """The model's loop kernel; ModelError for an op the templates cannot run."""
     g = _Gen(model, plan)
@@ -274,17 +448,20 @@ def generate(model: Model, plan: Plan) -> KernelSource:
             f"// ark headers {headers_digest()}",
             *(f"#include <ark/{h}>" for h in HEADERS),
             f"#define THREADS {THREADS}",
+            *_arch_lines(g.wgmma),
             *layout_checks(),
+            "static_assert(ark::GEMV_THREADS == THREADS, \"gemv.cuh\");",
             "namespace gen {",
             f"constexpr int SMEM_BYTES = {smem};  // dynamic shared memory at launch",
+            f"constexpr int NUM_TENSORS = {len(model.tensors)};",
+            f"#define ARK_TENSORS_SHARED {int(len(model.tensors) <= MAX_SHARED_TENSORS)}  // addresses in shared memory",
             "static_assert(SMEM_BYTES > 0, \"\");",
             *g.structs, *g.asserts,
             "",
             "/* Runs tile `tile` of op `op` on every thread of the CTA; non-zero (fault code << 32 | detail) when the",
             " * tile found bad input. */",
-            "__device__ unsigned long long run_tile(const ark::Program& p, const arkdma_queue& q, int tile, int op, int r0,",
-            "                                       int r1, int c0, int c1, unsigned char* smem) {",
-            "  void* const* T = p.tensors;",
+            "__device__ unsigned long long run_tile(const ark::Program& p, const arkdma_queue& q, void* const* T, int tile,",
+            "                                       int op, int r0, int r1, int c0, int c1, unsigned char* smem) {",
             "  switch (op) {",
             *cases,
             "  }",

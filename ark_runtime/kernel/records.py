@@ -14,8 +14,8 @@ CONTROL_DTYPE = np.dtype([
 ])
 RING = 64  # loop.cuh: iterations one CTA may run ahead of the slowest (slots of the `finished` array)
 
-PROGRAM_POINTERS = ("ins", "stream_start", "tiles", "tile_cols", "groups", "members", "counters", "finished",
-                    "done_ns", "fault_flag", "tensors", "tile_ns", "copies")
+PROGRAM_POINTERS = ("ins", "stream_start", "members", "counters", "finished", "done_ns", "fault_flag", "tensors",
+                    "tile_ns", "copies")
 PROGRAM_DTYPE = np.dtype([*((name, "<u8") for name in PROGRAM_POINTERS), ("budget_ns", "<u8"), ("control", "<u8")])
 
 # FaultCode in loop.cuh

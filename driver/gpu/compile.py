@@ -3,12 +3,18 @@
 `load()` gives a CuPy RawModule for a GPU (cached in this process and, by CuPy, on disk; the key
 includes the headers' hash, so editing device.cuh never reuses a stale binary). `cubin()` and
 `nvcc_cubin()` compile without a GPU (the low-level NVRTC calls and nvcc), for checks in CI.
+
+Architecture: CuPy compiles for the current GPU's `sm_XY`. A source that holds ARCH_SPECIFIC_MARK (the loop
+kernel when it uses the Hopper wgmma matmul tile) is compiled instead for the arch-specific target, `sm_90a` on a
+compute capability 9.0 GPU (wgmma exists only there), by NVRTC here and loaded from the CUBIN; elsewhere it takes
+CuPy's path like any other source (and its `#if` guards fall back).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -19,6 +25,8 @@ from driver.errors import ArkdmaError
 INCLUDE_DIR = Path(__file__).resolve().parents[1] / "include"
 HEADERS = ("arkdma/abi.h", "arkdma/device.cuh")
 DEFAULT_ARCH = "sm_90"
+ARCH_SPECIFIC_MARK = "#define ARKDMA_ARCH_SPECIFIC 1"
+ARCH_SPECIFIC = {"90": "sm_90a"}  # compute capability -> the arch-specific target a marked source is built for
 STD = "--std=c++17"
 
 
@@ -98,6 +106,44 @@ def nvcc_cubin(source: str, arch: str = DEFAULT_ARCH, extra: tuple[str, ...] = (
 _modules: dict[str, object] = {}
 
 
+def arch_specific(source: str, compute_capability: str) -> str | None:
+    """The arch-specific target a source is compiled for on a GPU of this compute capability ("90" -> "sm_90a"),
+    or None for CuPy's own choice: only sources holding ARCH_SPECIFIC_MARK ask for one."""
+    return ARCH_SPECIFIC.get(str(compute_capability)) if ARCH_SPECIFIC_MARK in source else None
+
+
+def _cubin_cache_dir() -> Path:
+    """$ARKDMA_CUBIN_CACHE, else ~/.cache/arkdma/cubin (the temporary directory where that cannot be made)."""
+    if os.environ.get("ARKDMA_CUBIN_CACHE"):
+        return Path(os.environ["ARKDMA_CUBIN_CACHE"])
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "arkdma" / "cubin"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        root = Path(tempfile.gettempdir()) / "arkdma-cubin"
+    return root
+
+
+def _load_arch_specific(keyed: str, extra: tuple[str, ...], arch: str, cooperative: bool):
+    """NVRTC to a CUBIN for `arch` (cached on disk by source, options and NVRTC version), loaded by CuPy.
+    -ftz=true as CuPy compiles every other source, so the numerics do not change with the path."""
+    import cupy
+    from cupy.cuda import nvrtc
+
+    opts = (*extra, "-ftz=true")
+    key = hashlib.sha256("\0".join((keyed, *options(opts), arch, str(nvrtc.getVersion()))).encode()).hexdigest()
+    path = _cubin_cache_dir() / f"{key[:32]}.cubin"
+    if not path.is_file():
+        data = cubin(keyed, arch, opts, name="ark_kernel.cu")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    module = cupy.RawModule(path=str(path), enable_cooperative_groups=cooperative)
+    module.compile()
+    return module
+
+
 def load(source: str, extra: tuple[str, ...] = (), cooperative: bool = False):
     """A cupy.RawModule for the current GPU, compiled once per (source, headers, options). `cooperative`:
     its kernels launch with cuLaunchCooperativeKernel (every CTA resident at once, or the launch fails)."""
@@ -105,14 +151,19 @@ def load(source: str, extra: tuple[str, ...] = (), cooperative: bool = False):
 
     keyed = _keyed(source)
     opts = options(extra)
-    key = hashlib.sha256("\0".join((keyed, *opts, str(cooperative), str(cupy.cuda.Device().id))).encode()).hexdigest()
+    device = cupy.cuda.Device()
+    arch = arch_specific(source, device.compute_capability)
+    key = hashlib.sha256("\0".join((keyed, *opts, str(cooperative), str(device.id), str(arch))).encode()).hexdigest()
     module = _modules.get(key)
     if module is None:
-        module = cupy.RawModule(code=keyed, options=opts, enable_cooperative_groups=cooperative)
-        try:
-            module.compile()
-        except cupy.cuda.compiler.CompileException as exc:
-            raise CompileError(str(exc)) from exc
+        if arch is not None:
+            module = _load_arch_specific(keyed, extra, arch, cooperative)
+        else:
+            module = cupy.RawModule(code=keyed, options=opts, enable_cooperative_groups=cooperative)
+            try:
+                module.compile()
+            except cupy.cuda.compiler.CompileException as exc:
+                raise CompileError(str(exc)) from exc
         _modules[key] = module
     return module
 

@@ -107,8 +107,8 @@ def _one_op(kind: str, dtype: str) -> Model:
         y = m.rmsnorm(x, m.input("w", (cols,), dtype))
     elif kind == "matmul":
         y = m.matmul(x, m.input("w", (cols, 136), dtype))
-    elif kind == "matmul_odd":  # K and N not multiples of 8: the element-wise loads
-        x2 = m.input("x2", (3, 2, 45), dtype)
+    elif kind == "matmul_odd":  # K and N not multiples of 8: the element-wise loads (21 rows: not skinny)
+        x2 = m.input("x2", (3, 7, 45), dtype)
         y = m.matmul(x2, m.input("w", (45, 77), dtype))
     elif kind == "attention":
         q = m.input("q", (2, 70, 128), dtype)
@@ -132,6 +132,21 @@ KINDS = ("unary", "binary", "reduce", "softmax", "layernorm", "rmsnorm", "matmul
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_op_matches_the_reference(gpu, kind, dtype):
     _check(_one_op(kind, dtype))
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("rows", [1, 3, 8, 13, 16])
+def test_skinny_matmuls_match_the_reference(gpu, rows, dtype):
+    """Matmuls of few rows stream their weights (gemv.cuh): K over one slice or many, N not a multiple of the
+    tile's columns, K or N not multiples of 8 (element-wise copies); three iterations reuse each SM's slices."""
+    m = Model(f"skinny{rows}-{dtype}")
+    ys = []
+    for k in (1000, 4096, 37):
+        x = m.input(f"x{k}", (rows, k), dtype)
+        ys += [m.matmul(x, m.input(f"w{k}_{n}", (k, n), dtype)) for n in (33, 1000, 4100)]
+    m.output(*ys)
+    rt = _check(m, iterations=3)
+    assert rt.source.text.count("ark::gemv_tile<") == len(ys)
 
 
 @pytest.mark.parametrize("name", ["chain64", "block-s128", "mlp-b8"])

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from ark_runtime import models
 from ark_runtime.fusion import fuse
 from ark_runtime.host_values import from_bits, to_bits
-from ark_runtime.kernel.codegen import INCLUDE_DIR, generate
-from ark_runtime.kernel.program import INS_RUN, INS_SIGNAL, INS_WAIT, build_program
+from ark_runtime.kernel.codegen import INCLUDE_DIR, GemvConfig, generate
+from ark_runtime.kernel.program import INS_RUN, INS_SIGNAL, INS_WAIT, INS_WORDS, build_program
 from ark_runtime.kernel.records import CONTROL_DTYPE, PROGRAM_DTYPE, expected_offsets, layout_checks
 from ark_runtime.model import Model, ModelError
 from ark_runtime.plan import build_plan
@@ -47,10 +47,100 @@ def test_every_op_template_compiles_in_every_dtype(dtype):
     ys += [m.softmax(x), m.layernorm(x, row, b), m.rmsnorm(x, row), m.matmul(x, w),
            m.attention(x, x, x, heads=2), m.attention(x, x, x, heads=4, causal=False),
            m.rope(x, m.input("cos", (33, 32), dtype), m.input("sin", (33, 32), dtype)),
-           m.embedding(m.input("table", (9, 64), dtype), m.input("ids", (5,), "int32")), m.copy(x, "host"),
-           m.matmul(m.input("odd", (7, 45), dtype), m.input("w2", (45, 77), dtype))]
+           m.embedding(m.input("table", (9, 64), dtype), m.input("ids", (5,), "int32")), m.copy(x, "host")]
+    w2 = m.input("w2", (45, 77), dtype)  # K and N not multiples of 8: element-wise loads
+    ys += [m.matmul(m.input(f"odd{rows}", (rows, 45), dtype), w2) for rows in (7, 21)]  # skinny, and tiles
+    ys += [m.matmul(m.input("v", (3, 64), dtype), w)]  # skinny with 16-byte copies
     m.output(*ys)
     assert _compile(m, sms=16)[:4] == b"\x7fELF"
+
+
+def _skinny(rows: int, k: int, n: int, dtype: str = "bf16") -> Model:
+    m = Model(f"skinny{rows}")
+    m.output(m.matmul(m.input("x", (rows, k), dtype), m.input("w", (k, n), dtype)))
+    return m
+
+
+@pytest.mark.parametrize("rows, skinny", [(1, True), (8, True), (16, True), (17, False), (64, False)])
+def test_matmuls_of_few_rows_stream_their_weights(rows, skinny):
+    m = _skinny(rows, 4096, 4096)
+    src = generate(m, build_plan(m, DeviceSpec(num_sms=132)))
+    assert ("ark::gemv_tile<" in src.text) == skinny and ("ark::matmul_tile<" in src.text) == (not skinny)
+    if skinny:  # 32 columns a tile (128 tiles for 132 SMs), the slices in flight counted in the launch's smem
+        g = GemvConfig.of("bf16", rows, 32)
+        assert f"ark::gemv_tile<__nv_bfloat16, {rows}, 32, {g.cpt}, {g.rpt}, {g.stages}, true>" in src.text
+        assert src.smem_bytes >= g.smem("bf16") >= (g.stages - 1) * 16 * 1024
+
+
+@pytest.mark.parametrize("name, gemvs", [("mlp-b1", 2), ("mlp-b8", 2), ("mlp-b64", 0), ("block-s128", 0)])
+def test_named_models_stream_the_weights_of_their_skinny_matmuls(name, gemvs):
+    m = fuse(models.named(name))
+    assert generate(m, build_plan(m, DeviceSpec(num_sms=132))).text.count("ark::gemv_tile<") == gemvs
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+def test_skinny_matmuls_compile_in_every_dtype(dtype):
+    """Rows on both sides of 8 (8 or 4 columns a thread in bf16/fp16), up to 16; 16-byte copies (K and N multiples
+    of 8) and element-wise ones; several slices and partial tiles."""
+    m = Model(f"skinny-{dtype}")
+    shapes = ((1, 64, 96), (3, 37, 33), (8, 1000, 4100), (9, 64, 96), (13, 37, 33), (16, 1000, 4104))
+    m.output(*(m.matmul(m.input(f"x{i}", (rows, k), dtype), m.input(f"w{i}", (k, n), dtype))
+               for i, (rows, k, n) in enumerate(shapes)))
+    assert _compile(m, sms=16)[:4] == b"\x7fELF"
+
+
+# (seq, head dim, heads, causal, SMs planned for): each kind of attention tile once, the query block noted
+ATTENTION_CASES = [(300, 64, 2, True, 8),  # 64 queries a tile: 4 groups x 2 key splits
+                   (100, 128, 2, False, 8),  # 32: 2 groups x 4 key splits
+                   (17, 80, 8, True, 8),  # 32 for 17 queries: the second group has none
+                   (128, 32, 2, False, 132),  # 16: one group x 8 key splits
+                   (128, 128, 2, True, 132),  # 16 with one stage of keys in flight
+                   (37, 20, 2, True, 132),  # element-wise loads (a head's rows not 16-byte aligned)
+                   (70, 160, 2, True, 8),  # two passes over the keys (128 + 32 output columns)
+                   (100, 256, 2, False, 8)]  # two passes, one stage
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+def test_attention_compiles_for_every_tile_kind(dtype):
+    """The tensor-core tile (bf16, fp16; the scalar tile for fp32) at every query block, key split and stage count,
+    the element-wise loads and the two-pass head dimensions; a kernel per SM count planned for."""
+    from ark_runtime.tiling import attention_block
+
+    for sms in (8, 132):
+        m = Model(f"attention-{dtype}-{sms}")
+        ys = []
+        for s, d, heads, causal, _ in (c for c in ATTENTION_CASES if c[4] == sms):
+            q = m.input(f"q{len(ys)}", (s, heads * d), dtype)
+            ys.append(m.attention(q, q, q, heads=heads, causal=causal))
+        m.output(*ys)
+        assert _compile(m, sms=sms)[:4] == b"\x7fELF"
+    assert [attention_block(s, d, h, sms) for s, d, h, _, sms in ATTENTION_CASES] == [64, 32, 32, 16, 16, 16, 32, 32]
+    assert attention_block(128, 64, 16, 132) == 16 and attention_block(512, 64, 16, 132) == 32
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+def test_row_ops_compile_for_every_team_and_width(dtype):
+    """Reductions, softmax and the norms at row lengths that are odd (element-wise loads), fit the registers in one
+    16-byte piece a thread or several, or need slabs (20000), with one row a tile (a team of up to the whole CTA)
+    and many (a warp per row)."""
+    m = Model(f"rows-{dtype}")
+    ys = []
+    for rows, cols in ((130, 7), (3, 1000), (1, 4096), (1, 20000), (4096, 1024)):
+        x = m.input(f"x{len(ys)}", (rows, cols), dtype)
+        w, b = m.input(f"w{len(ys)}", (cols,), dtype), m.input(f"b{len(ys)}", (cols,), dtype)
+        ys += [m.layernorm(x, w, b), m.rmsnorm(x, w), m.softmax(x), m.reduce("sum", x), m.reduce("max", x)]
+    m.output(*ys)
+    assert _compile(m)[:4] == b"\x7fELF"
+
+
+def test_row_teams_fit_the_rows():
+    from ark_runtime.tiling import row_block_rows, row_team
+
+    assert row_team("bf16", 128, 1024, 132) == 128  # layernorm of block-s128: one row a tile, 16 bytes a thread
+    assert row_team("bf16", 4096, 1024, 132) == 32  # 32 rows a tile: a warp per row
+    assert row_team("fp32", 1, 4096, 132) == 256 and row_team("bf16", 1, 5000, 132) == 256
+    assert row_team("fp16", 130, 7, 132) == 32 and row_block_rows(130, 7, 132) == 146  # short rows share a tile
+    assert row_block_rows(128, 1024, 132) == 1
 
 
 @settings(max_examples=8, deadline=None)
@@ -79,26 +169,28 @@ def test_a_head_dimension_above_the_template_is_refused():
         generate(m, build_plan(m, DeviceSpec(num_sms=4)))
 
 
-@pytest.mark.parametrize("name", ["chain64", "block-s128", "copy8k"])
+@pytest.mark.parametrize("name", ["chain64", "block-s128", "copy8k", "tasks1000"])
 def test_program_runs_every_tile_once_and_each_wait_serves_the_next_tile(name):
     plan = build_plan(models.named(name), DeviceSpec(num_sms=132))
     prog = build_program(plan)
-    runs = prog.ins[prog.ins[:, 0] == INS_RUN, 1]
-    assert sorted(runs.tolist()) == list(range(len(plan.tiles)))
+    assert prog.ins.shape[1] == INS_WORDS and prog.num_counters == len(plan.counters)
+    runs = prog.ins[prog.ins[:, 0] == INS_RUN]
+    assert sorted(runs[:, 1].tolist()) == list(range(len(plan.tiles)))
+    for kind, tile, op, r0, r1, c0, c1, _ in runs:  # each run carries its tile's op and region
+        assert [op, r0, r1, c0, c1] == [plan.tiles[tile]["op"], *plan.tiles[tile]["writes"][1:]]
     for sm in range(plan.num_sms):
         ins = prog.ins[prog.stream_start[sm]:prog.stream_start[sm + 1]]
-        for i, (kind, arg, delta, tile) in enumerate(ins):
+        for i, (kind, arg, delta, tile, first, count, _, _) in enumerate(ins):
             if kind == INS_WAIT:
-                nxt = next(t for k, t, _, _ in ins[i:] if k == INS_RUN)
+                nxt = next(row[1] for row in ins[i:] if row[0] == INS_RUN)
                 assert tile == nxt and delta in (0, 1) and 0 <= arg < prog.num_counters
+                counter = plan.counters[arg]
+                if counter["kind"] == "op":
+                    assert prog.members[first:first + count].tolist() == counter["members"]
+                else:
+                    assert count == 0
             elif kind == INS_SIGNAL:
                 assert ins[i - 1][0] == INS_RUN and tile == ins[i - 1][1]
-    for c, (first, count) in enumerate(prog.groups):
-        if plan.counters[c]["kind"] == "op":
-            assert prog.members[first:first + count].tolist() == plan.counters[c]["members"]
-        else:
-            assert count == 0
-    assert (prog.tiles[:, 0] == [t["op"] for t in plan.tiles]).all()
 
 
 def test_the_shared_records_are_checked_in_every_kernel():

@@ -13,12 +13,13 @@ pytest.importorskip("hypothesis")
 
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
+from ark_runtime.fusion import fuse  # noqa: E402
 from ark_runtime.model import Model, ModelError  # noqa: E402
 from ark_runtime.models import NAMED, chain, named  # noqa: E402
 from ark_runtime.plan import Plan, PlanError, build_plan  # noqa: E402
 from ark_runtime.plan_check import check  # noqa: E402
 from ark_runtime.scheduler import DeviceSpec  # noqa: E402
-from ark_runtime.tiling import tile_model  # noqa: E402
+from ark_runtime.tiling import skinny, skinny_cols, tile_model  # noqa: E402
 from tests.unit.model_strategies import models  # noqa: E402
 
 
@@ -56,6 +57,33 @@ def test_tiles_cover_each_output_exactly_once():
                     for c in range(w.c0, w.c1):
                         seen[r][c] += 1
             assert all(v == 1 for row in seen for v in row), (op.kind, sms)
+
+
+@pytest.mark.parametrize("rows, n, sms", [(1, 33, 4), (3, 1000, 132), (8, 4100, 132), (13, 4096, 7), (16, 16384, 132)])
+def test_a_skinny_matmul_tile_owns_whole_columns_for_every_row(rows, n, sms):
+    m = Model("skinny")
+    m.output(m.matmul(m.input("x", (rows, 256), "bf16"), m.input("w", (256, n), "bf16")))
+    tiles = tile_model(m, sms)
+    w = skinny_cols(n, sms)
+    assert w >= 32 and [(t.writes.r0, t.writes.r1) for t in tiles] == [(0, rows)] * len(tiles)
+    assert [(t.writes.c0, t.writes.c1) for t in tiles] == [(c, min(c + w, n)) for c in range(0, n, w)]
+    assert all(t.reads[1].as_json()[1:] == [0, 256, t.writes.c0, t.writes.c1] for t in tiles)
+    assert check(build_plan(m, DeviceSpec(num_sms=sms))) == []
+
+
+def test_skinny_matmul_tiles_fill_the_sms():
+    assert skinny(16) and not skinny(17)
+    assert skinny_cols(16384, 132) == 128  # 128 tiles: one wave
+    assert skinny_cols(4096, 132) == 32  # 128 tiles, not 32 of 128 columns
+    assert skinny_cols(1000, 132) == 32  # too few columns for the SMs: the narrowest, 32 tiles
+    assert skinny_cols(4096, 1) == 128  # one SM: the fewest tiles
+    assert skinny_cols(384, 4) == 32  # 12 tiles in 3 full waves, where 3 of 128 or 6 of 64 leave SMs idle
+    model = fuse(named("mlp-b8"))
+    plan = build_plan(model, DeviceSpec(num_sms=132))
+    for op in (op.id for op in model.ops if op.kind == "matmul"):
+        tiles = [t for t in plan.tiles if t["op"] == op]
+        assert len(tiles) == 128 and all(t["writes"][1:3] == [0, 8] for t in tiles)
+        assert len({plan.estimate["sm"][t["id"]] for t in tiles}) == 128, "one tile per SM"
 
 
 # --- random models ------------------------------------------------------------------------------------

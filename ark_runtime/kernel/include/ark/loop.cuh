@@ -43,11 +43,10 @@ constexpr int RING = 64;
 
 /* In GPU memory, built by the host from the plan (ark_runtime/kernel/program.py). */
 struct Program {
-  const int4* ins;            // per instruction: kind, arg (tile or counter), delta, the tile it is for
+  const int4* ins;            // per instruction, two int4 (program.py): run (kind, tile, op, r0 | r1, c0, c1, -),
+                              // signal (kind, counter, -, tile | -), wait (kind, counter, delta, tile | first member,
+                              // member count, -, -)
   const int* stream_start;    // per SM: first instruction; [num_sms] is the end
-  const int4* tiles;          // per tile: op, r0, r1, index within the op
-  const int2* tile_cols;      // per tile: c0, c1
-  const int2* groups;         // per counter: first member, member count (0: a tile counter, its own word)
   const int* members;         // the tile counters of every op group
   unsigned long long* counters;
   unsigned long long* finished;  // [RING] CTAs that finished iteration i, in slot i % RING; [RING] iterations
@@ -60,6 +59,10 @@ struct Program {
   unsigned long long budget_ns;
   Control* control;
 };
+
+/* Instructions a CTA holds in shared memory at a time (two int4 each): reading the stream from global memory
+ * after every wait would cost a round trip to L2 per instruction, since a wait's acquire load empties L1. */
+constexpr int CHUNK = 64;
 
 __device__ __forceinline__ unsigned long long load_acquire_gpu(const unsigned long long* p) {
   unsigned long long v;
@@ -129,18 +132,17 @@ __device__ bool spin_until(const Program& p, int word, unsigned long long target
   }
 }
 
-/* Warp 0, every lane: the `count` consecutive waits at `ins` of iteration `it`, all at once. A wait on a tile's
- * counter is one word; a wait on an op's group is every member's word (the group's value is their least).
- * The words of all the waits are dealt out to the 32 lanes, so a wait costs one round trip to L2 however
- * many tiles it covers, and consecutive waits overlap. True on every lane when all were met. */
-__device__ bool wait_all(const Program& p, const int4* ins, int count, unsigned long long it) {
+/* Warp 0, every lane: the `count` consecutive waits at `w` (two int4 each) of iteration `it`, all at once. A wait
+ * on a tile's counter is one word; a wait on an op's group is every member's word (the group's value is their
+ * least). The words of all the waits are dealt out to the 32 lanes, so a wait costs one round trip to L2
+ * however many tiles it covers, and consecutive waits overlap. True on every lane when all were met. */
+__device__ bool wait_all(const Program& p, const int4* w, int count, unsigned long long it) {
   const int lane = threadIdx.x & 31;
   const unsigned long long t0 = arkdma::now_ns();
   bool ok = true;
   int first = 0;  // the flattened index of wait k's first word
   for (int k = 0; k < count && ok; ++k) {
-    const int4 in = ins[k];
-    const int2 g = p.groups[in.y];
+    const int4 in = w[2 * k], g = w[2 * k + 1];
     const int n = g.y == 0 ? 1 : g.y;
     const unsigned long long target = it + (unsigned long long)in.z;
     for (int m = ((lane - first) % 32 + 32) % 32; m < n && ok; m += 32)

@@ -1,0 +1,272 @@
+/* Hopper matmul tile: out[r0:r1, c0:c1] = A[r0:r1, :] @ B[:, c0:c1], bf16/fp16 in, fp32 accumulation, on
+ * warpgroup MMA (wgmma.mma_async m64nBNk16, both operands read from shared memory).
+ *
+ * Tile BM x BN = 128 x BN (BN 128 or 256) per CTA of 256 threads: warpgroup 0 computes rows 0-63, warpgroup 1
+ * rows 64-127, each with one m64nBNk16 instruction per 16 of K (BN / 2 fp32 accumulators per thread: 128 at
+ * BN = 256, so the kernel is built with min-blocks 1 when a model uses this template). K goes in BK = 64 slices
+ * through a ring of STAGES slices in shared memory (a slice: A 128 x 64, 16 KiB, and B 64 x BN, 16 or 32 KiB).
+ *
+ * Loads: cp.async 16-byte copies by all 256 threads that write the 128-byte-swizzled layout directly (no TMA:
+ * a tensor map is made on the host per tensor address, and the loop kernel's addresses are data the host does
+ * not hand to codegen; cp.async also zero-fills rows, columns and K past the matrix with src-size 0). K and N
+ * must be multiples of 8 (16-byte rows); the generated code only picks this template then.
+ *
+ * Shared-memory layout (byte offsets from a 1024-byte aligned slice; "chunk" = 16 bytes = 8 elements):
+ *   A, K-major, rows of 64 elements = 128 bytes:
+ *     A(r, k) at r * 128 + ((k / 8) ^ (r % 8)) * 16 + (k % 8) * 2
+ *   B, N-major ("transposed" for wgmma), in panels of 64 columns, each panel 64 k-rows of 128 bytes:
+ *     B(k, c) at (c / 64) * 8192 + k * 128 + (((c % 64) / 8) ^ (k % 8)) * 16 + (c % 8) * 2
+ * That is the 128-byte swizzle (address bits 4-6 XOR bits 7-9) the hardware applies to the absolute shared
+ * address, hence the 1024-byte alignment of every slice (CUTLASS's Layout_K_SW128_Atom and Layout_MN_SW128_Atom).
+ * Matrix descriptors (PTX ISA "Matrix Descriptor Format"; offsets in 16-byte units, layout type 1 = 128B swizzle;
+ * LBO and SBO as CUTLASS's make_gmma_desc derives them from those canonical layouts):
+ *   A (imm-trans-a 0, K-major): start = slice + warpgroup * 64 rows * 128 + kk * 32 bytes (the kk-th 16 of K
+ *     within the 128-byte row; the hardware swizzles the computed address), LBO unused (1), SBO = 1024 (from one
+ *     8-row group to the next).
+ *   B (imm-trans-b 1, N-major): start = slice + 16 KiB + kk * 16 rows * 128, LBO = 8192 (from one 64-column panel
+ *     to the next, along N), SBO = 1024 (from one 8-row group of K to the next).
+ *
+ * Pipeline, per slice s: wait for this thread's copies of slice s (cp.async.wait_group), fence.proxy.async (make
+ * the generic-proxy writes visible to the async proxy wgmma reads through), __syncthreads; wgmma.fence, four
+ * wgmma (k 0-63), commit; start loading slice s + STAGES - 2 into the buffer of slice s - 2; wgmma.wait_group 1
+ * (slice s - 1's wgmma done: its buffer is free after the next __syncthreads). So one slice multiplies while the
+ * next is queued on the tensor cores and STAGES - 2 load.
+ *
+ * Compiled only for sm_90a (wgmma needs the arch-specific target): ARK_HAS_WGMMA is 0 elsewhere and the generated
+ * code calls the WMMA template (matmul.cuh) instead.
+ */
+#ifndef ARK_MATMUL_SM90_CUH
+#define ARK_MATMUL_SM90_CUH
+
+#include "numeric.cuh"
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define ARK_HAS_WGMMA 1
+#else
+#define ARK_HAS_WGMMA 0
+#endif
+#if defined(ARK_REQUIRE_WGMMA) && defined(__CUDA_ARCH__) && !ARK_HAS_WGMMA
+#error "ARK_REQUIRE_WGMMA: this compile has no wgmma (compile for sm_90a)"
+#endif
+
+namespace ark {
+namespace sm90 {
+constexpr int BM = 128, BK = 64;
+constexpr int A_BYTES = BM * BK * 2;  // 16 KiB
+template <int BN> __host__ __device__ constexpr int stage_bytes() { return A_BYTES + BK * BN * 2; }
+}  // namespace sm90
+
+/* Shared memory the template needs, in bytes: STAGES slices and 1 KiB to align them to 1024. */
+template <int BN, int STAGES>
+__host__ __device__ constexpr int matmul_sm90_smem() {
+  return STAGES * sm90::stage_bytes<BN>() + 1024;
+}
+
+#if ARK_HAS_WGMMA
+namespace sm90 {
+
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool full) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(full ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+/* Ties the accumulators to this point of the program: the compiler may not move their uses across it (the
+ * registers are written by the tensor cores until wgmma.wait_group says the group is done). */
+template <int N> __device__ __forceinline__ void fence_acc(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* A shared-memory matrix descriptor with 128-byte swizzle; lbo and sbo in bytes. */
+__device__ __forceinline__ unsigned long long desc(unsigned addr, unsigned lbo, unsigned sbo) {
+  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+         ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
+}
+
+#define ARK_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+                  "+f"(d[i + 6]), "+f"(d[i + 7])
+#define ARK_D64(i) ARK_D8(i), ARK_D8(i + 8), ARK_D8(i + 16), ARK_D8(i + 24), ARK_D8(i + 32), ARK_D8(i + 40), \
+                   ARK_D8(i + 48), ARK_D8(i + 56)
+#define ARK_REGS64                                                                                    \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "   \
+  "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "   \
+  "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, "   \
+  "%59, %60, %61, %62, %63"
+#define ARK_REGS128                                                                                   \
+  ARK_REGS64 ", "                                                                                     \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, "   \
+  "%83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, " \
+  "%102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, "   \
+  "%118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+/* d (+)= A(desc a) @ B(desc b): scale-d 1 (accumulate), no negation, A K-major (trans-a 0), B N-major (trans-b 1). */
+#define ARK_WGMMA_N128(TY)                                                                 \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {" ARK_REGS64 "}, " \
+               "%64, %65, p, 1, 1, 0, 1;\n}\n"                                            \
+               : ARK_D64(0)                                                                \
+               : "l"(da), "l"(db), "r"(1))
+#define ARK_WGMMA_N256(TY)                                                                  \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                               \
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {" ARK_REGS128 "}, " \
+               "%128, %129, p, 1, 1, 0, 1;\n}\n"                                          \
+               : ARK_D64(0), ARK_D64(64)                                                   \
+               : "l"(da), "l"(db), "r"(1))
+
+template <typename T, int BN> struct Wgmma;
+template <> struct Wgmma<__nv_bfloat16, 128> {
+  static __device__ __forceinline__ void run(float (&d)[64], unsigned long long da, unsigned long long db) {
+    ARK_WGMMA_N128("bf16");
+  }
+};
+template <> struct Wgmma<__nv_bfloat16, 256> {
+  static __device__ __forceinline__ void run(float (&d)[128], unsigned long long da, unsigned long long db) {
+    ARK_WGMMA_N256("bf16");
+  }
+};
+template <> struct Wgmma<__half, 128> {
+  static __device__ __forceinline__ void run(float (&d)[64], unsigned long long da, unsigned long long db) {
+    ARK_WGMMA_N128("f16");
+  }
+};
+template <> struct Wgmma<__half, 256> {
+  static __device__ __forceinline__ void run(float (&d)[128], unsigned long long da, unsigned long long db) {
+    ARK_WGMMA_N256("f16");
+  }
+};
+#undef ARK_WGMMA_N256
+#undef ARK_WGMMA_N128
+#undef ARK_REGS128
+#undef ARK_REGS64
+#undef ARK_D64
+#undef ARK_D8
+
+__device__ __forceinline__ void st2(__nv_bfloat16* p, float x, float y) {
+  *(__nv_bfloat162*)p = __floats2bfloat162_rn(x, y);
+}
+__device__ __forceinline__ void st2(__half* p, float x, float y) { *(__half2*)p = __floats2half2_rn(x, y); }
+
+/* Slice s (k from s * BK) of A's rows r0.. and B's columns c0.. into the ring, one 16-byte chunk per cp.async.
+ * A: 1024 chunks, thread t takes row t / 8 + 32 j (j < 4), chunk t % 8. B: 64 rows of BN / 8 chunks, thread t
+ * takes row t / (BN / 8) + (2048 / BN) j, chunk t % (BN / 8). Every row any thread writes has the same row % 8
+ * as its first, so one swizzled offset per thread serves all its chunks. */
+template <typename T, int BN, int STAGES>
+struct Loader {
+  static constexpr int CPR = BN / 8;            // B chunks per k-row
+  static constexpr int RPP = 256 / CPR;         // B k-rows per pass of 256 threads (8 or 16)
+  static constexpr int PASSES = BK / RPP;       // 8 or 4
+  const T* a_src;                               // A(r0 + t / 8, t % 8 * 8)
+  const T* b_src;                               // B(t / CPR, c0 + t % CPR * 8)
+  unsigned a_dst, b_dst;                        // byte offsets within a slice's A and B
+  int a_rows_ok;                                // bit j: row t / 8 + 32 j is inside the matrix
+  int a_k, b_k;                                 // the thread's first k within a slice: t % 8 * 8, t / CPR
+  bool b_col_ok;
+
+  __device__ __forceinline__ Loader(const T* a, const T* b, int m, int n, int k, int r0, int c0) {
+    const int t = threadIdx.x;
+    const int ar = t >> 3, ac = t & 7;
+    a_dst = ar * 128 + ((ac ^ (ar & 7)) << 4);
+    a_k = ac * 8;
+    a_src = a + (long long)(r0 + ar) * k + a_k;
+    a_rows_ok = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) a_rows_ok |= (r0 + ar + 32 * j < m) << j;
+    const int br = t / CPR, bc = t % CPR;
+    b_dst = (bc >> 3) * (BK * 128) + br * 128 + (((bc & 7) ^ (br & 7)) << 4);
+    b_k = br;
+    b_src = b + (long long)br * n + c0 + bc * 8;
+    b_col_ok = c0 + bc * 8 < n;
+  }
+
+  __device__ __forceinline__ void load(const T* a, const T* b, int n, int k, unsigned slice, int k0) const {
+    const bool ak = k0 + a_k < k;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const bool ok = ak && ((a_rows_ok >> j) & 1);
+      cp_async16(slice + a_dst + j * 32 * 128, ok ? a_src + (long long)(32 * j) * k + k0 : a, ok);
+    }
+    const unsigned sb = slice + A_BYTES;
+#pragma unroll
+    for (int j = 0; j < PASSES; ++j) {
+      const bool ok = b_col_ok && k0 + b_k + RPP * j < k;
+      cp_async16(sb + b_dst + j * RPP * 128, ok ? b_src + (long long)(k0 + RPP * j) * n : b, ok);
+    }
+  }
+};
+
+}  // namespace sm90
+
+/* The tile; every thread of the CTA (256) calls it with the same arguments. smem: matmul_sm90_smem<BN, STAGES>()
+ * bytes of dynamic shared memory. */
+template <typename T, int BN, int STAGES>
+__device__ void matmul_tile_sm90(const T* a, const T* b, T* out, int m, int n, int k, int r0, int r1, int c0, int c1,
+                                 unsigned char* smem) {
+  static_assert(BN == 128 || BN == 256, "BN is 128 or 256");
+  static_assert(STAGES >= 3, "a slice multiplying, one queued, one loading at least");
+  constexpr int STAGE = sm90::stage_bytes<BN>();
+  constexpr int AHEAD = STAGES - 2;  // slices loading while one multiplies and one is queued
+  const unsigned base = ((unsigned)__cvta_generic_to_shared(smem) + 1023u) & ~1023u;
+  const int wg = threadIdx.x >> 7;
+  const int slices = (k + sm90::BK - 1) / sm90::BK;
+  const sm90::Loader<T, BN, STAGES> ld(a, b, m, n, k, r0, c0);
+
+#pragma unroll
+  for (int s = 0; s < AHEAD; ++s) {
+    if (s < slices) ld.load(a, b, n, k, base + s * STAGE, s * sm90::BK);
+    sm90::cp_async_commit();
+  }
+  float acc[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+  sm90::fence_acc(acc);
+
+  for (int s = 0; s < slices; ++s) {
+    sm90::cp_async_wait<AHEAD - 1>();  // this thread's copies of slice s are in (groups commit in slice order)
+    sm90::fence_proxy_async();  // ... and visible to the async proxy, which wgmma reads shared memory through
+    __syncthreads();  // every thread's; and both warpgroups are done with slice s - 2
+    const unsigned slice = base + (s % STAGES) * STAGE;
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < sm90::BK / 16; ++kk) {
+      const unsigned long long da = sm90::desc(slice + wg * 64 * 128 + kk * 32, 16, 1024);
+      const unsigned long long db = sm90::desc(slice + sm90::A_BYTES + kk * 16 * 128, sm90::BK * 128, 1024);
+      sm90::Wgmma<T, BN>::run(acc, da, db);
+    }
+    sm90::wgmma_commit();
+    const int next = s + AHEAD;  // into the buffer of slice s - 2
+    if (next < slices) ld.load(a, b, n, k, base + (next % STAGES) * STAGE, next * sm90::BK);
+    sm90::cp_async_commit();
+    sm90::wgmma_wait<1>();  // slice s - 1's wgmma done
+    sm90::fence_acc(acc);
+  }
+  sm90::wgmma_wait<0>();
+  sm90::fence_acc(acc);
+  sm90::cp_async_wait<0>();
+
+  // Accumulator fragment of m64nBNk16: warp w of the warpgroup holds rows 16 w + lane / 4 (+ 8); acc[4 i + 2 h + e]
+  // is row + 8 h, column 8 i + lane % 4 * 2 + e.
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int row = r0 + wg * 64 + warp * 16 + (lane >> 2);
+  const int col = c0 + (lane & 3) * 2;
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+    const int c = col + 8 * i;  // even, and c1 is a multiple of 8: c and c + 1 are both inside or both out
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = row + 8 * h;
+      if (r < r1 && c < c1) sm90::st2(out + (long long)r * n + c, acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
+    }
+  }
+}
+#endif  // ARK_HAS_WGMMA
+
+}  // namespace ark
+
+#endif
