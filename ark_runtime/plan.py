@@ -154,7 +154,7 @@ def build_plan(model: Model, device: DeviceSpec | None = None, placement: str = 
     device = device or DeviceSpec()
     if not model.ops:
         raise PlanError(f"model {model.name!r} has no ops to plan")
-    tiles = tile_model(model, device.num_sms, sm_copies)
+    tiles = tile_model(model, device.num_sms, sm_copies, device.wgmma)
     deps = dependencies(model, tiles)
     try:
         where = place(tiles, deps, device, placement)

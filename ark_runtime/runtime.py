@@ -132,7 +132,8 @@ class Runtime:
         cupy, model = self._cupy, self.model
         try:
             sm_copies = frozenset(op for op, path in self._paths.items() if path == "sm")
-            self.plan: Plan = build_plan(model, DeviceSpec(num_sms=num_sms), placement, sm_copies)
+            hopper = self._cupy.cuda.Device().compute_capability == "90"  # wgmma: sm_90a only
+            self.plan: Plan = build_plan(model, DeviceSpec(num_sms=num_sms, wgmma=hopper), placement, sm_copies)
         except PlanError as exc:
             raise LoopError(str(exc)) from None
         self.source = generate(model, self.plan)

@@ -19,6 +19,7 @@ class DeviceSpec:
     tensor_tflops: float = 990.0  # dense bf16/fp16 with fp32 accumulation
     sync_ns: float = 500.0  # a tile waiting on a tile of another SM (counter write, fence, poll)
     tile_overhead_ns: float = 200.0  # loading a tile's work and its shared-memory pipeline start
+    wgmma: bool = True  # Hopper's warpgroup MMA (compute capability 9.0): large matmuls may take matmul_sm90.cuh
 
     def __post_init__(self) -> None:
         if isinstance(self.num_sms, bool) or not isinstance(self.num_sms, int) or not 1 <= self.num_sms <= 1024:

@@ -162,32 +162,37 @@ def skinny_cols(n: int, num_sms: int) -> int:
 
 
 SM90_ENV = "ARK_SM90_MATMUL"  # "0" (or "off", "no", "false"): never the Hopper wgmma tile
-SM90_BM = 128  # matmul_sm90.cuh: a CTA's rows (two warpgroups of 64)
-SM90_MIN_FILL = 8  # the 128 x 128 tiles must keep at least 1/8 of the SMs busy, else the WMMA path cuts finer
+# matmul_sm90.cuh's blocks (BM x BN), largest first; of equal areas the taller first (B, the weights, is then read
+# by fewer block rows). BM 128: a warpgroup per 64 rows; BM 64: the warpgroups split each slice's K.
+SM90_BLOCKS = ((128, 256), (128, 128), (64, 256), (128, 64), (64, 128), (64, 64))
+SM90_FILL = Fraction(7, 8)  # "fills the SMs": at least this many tiles per SM (128 tiles on 132 SMs do)
 
 
 def sm90_enabled() -> bool:
     return os.environ.get(SM90_ENV, "1").strip().lower() not in ("0", "off", "no", "false")
 
 
-def sm90_matmul_block(m: int, n: int, k: int, dtype: str, num_sms: int) -> tuple[int, int] | None:
-    """The output block of the Hopper wgmma tile (include/ark/matmul_sm90.cuh) for a large bf16/fp16 matmul,
-    or None where the WMMA tile of `matmul_block` runs: 128 x 256 where those fill the SMs, else 128 x 128.
-    The tile loads 16-byte rows, so K and N must be multiples of 8. Codegen and the tiling both ask here, so
-    the plan's regions are the template's. $ARK_SM90_MATMUL=0 turns it off (every matmul as before)."""
-    if not sm90_enabled() or dtype not in ("bf16", "fp16") or k % 8 or n % 8 or m < SM90_BM or n < 128 or k < 8:
+def sm90_matmul_block(m: int, n: int, k: int, dtype: str, num_sms: int, wgmma: bool = True) -> tuple[int, int] | None:
+    """The output block (BM, BN) of the Hopper wgmma tile (include/ark/matmul_sm90.cuh) for a bf16/fp16 matmul,
+    or None where another tile runs: the skinny path (`skinny`: M <= 16), or `matmul_block`'s WMMA tile for fp32,
+    for K or N not a multiple of 8 (the tile loads 16-byte rows) and with $ARK_SM90_MATMUL=0.
+    The rule: of SM90_BLOCKS (largest first), leaving out blocks that the matrix would leave more than half empty
+    (128 rows for M <= 64, 256 columns for N <= 128, 128 for N <= 64), the first whose tiles fill the SMs
+    (SM90_FILL per SM), else the smallest, 64 x 64. Codegen and the tiling both ask here, so the plan's regions
+    are the template's."""
+    if not wgmma or not sm90_enabled() or dtype not in ("bf16", "fp16") or k % 8 or n % 8 or k < 8 or n < 8 or skinny(m):
         return None
-    rows = -(-m // SM90_BM)
-    if rows * -(-n // 256) >= num_sms:
-        return SM90_BM, 256
-    if rows * -(-n // 128) * SM90_MIN_FILL >= num_sms:
-        return SM90_BM, 128
-    return None
+    blocks = [(bm, bn) for bm, bn in SM90_BLOCKS if (bm == 64 or 2 * m > bm) and (bn == 64 or 2 * n > bn)]
+    for bm, bn in blocks:
+        if -(-m // bm) * -(-n // bn) >= SM90_FILL * num_sms:
+            return bm, bn
+    return blocks[-1]
 
 
-def op_tiles(model: Model, op: Op, first_id: int, num_sms: int, sm_copy: bool = False) -> list[Tile]:
+def op_tiles(model: Model, op: Op, first_id: int, num_sms: int, sm_copy: bool = False, wgmma: bool = True) -> list[Tile]:
     """`sm_copy`: a copy op moved by the CTAs' own stores, cut like an elementwise op (each tile a contiguous
-    byte range, so the SMs copy in parallel); otherwise a copy is one tile that posts one DMA."""
+    byte range, so the SMs copy in parallel); otherwise a copy is one tile that posts one DMA. `wgmma`: the GPU
+    has Hopper's warpgroup MMA (else no matmul is cut for matmul_sm90.cuh)."""
     ts = model.tensors
     out = ts[op.output]
     ins = [ts[i] for i in op.inputs]
@@ -214,7 +219,7 @@ def op_tiles(model: Model, op: Op, first_id: int, num_sms: int, sm_copy: bool = 
         a, b = ins
         m, k, n = a.rows, a.cols, b.cols
         bm, bn = (m, skinny_cols(n, num_sms)) if skinny(m) else matmul_block(m, n, num_sms)
-        bm, bn = sm90_matmul_block(m, n, k, out.dtype, num_sms) or (bm, bn)  # large bf16/fp16: the wgmma tile
+        bm, bn = sm90_matmul_block(m, n, k, out.dtype, num_sms, wgmma) or (bm, bn)  # bf16/fp16: the wgmma tile
         for r0, r1 in _chunks(m, bm):
             for c0, c1 in _chunks(n, bn):
                 reads = [Region(a.id, r0, r1, 0, k), Region(b.id, 0, k, c0, c1)]
@@ -249,10 +254,10 @@ def op_tiles(model: Model, op: Op, first_id: int, num_sms: int, sm_copy: bool = 
     return tiles
 
 
-def tile_model(model: Model, num_sms: int, sm_copies: frozenset[int] = frozenset()) -> list[Tile]:
+def tile_model(model: Model, num_sms: int, sm_copies: frozenset[int] = frozenset(), wgmma: bool = True) -> list[Tile]:
     tiles: list[Tile] = []
     for op in model.ops:
-        tiles.extend(op_tiles(model, op, len(tiles), num_sms, op.id in sm_copies))
+        tiles.extend(op_tiles(model, op, len(tiles), num_sms, op.id in sm_copies, wgmma))
     return tiles
 
 

@@ -6,6 +6,7 @@ compiles once whatever memory it runs on; the source's hash keys the compile cac
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,14 +98,28 @@ class GemvConfig:
         return max(self.stages * ks * (self.w + self.m) * DTYPE_BYTES[dtype], THREADS // 32 * self.m * self.w * 4)
 
 
-SM90_STAGES = {128: 6, 256: 4}  # matmul_sm90.cuh's slices in the ring per tile width: 192 KiB of 227
+SM90_BK = 64  # matmul_sm90.cuh: K per slice
+SM90_RING = 192 * 1024  # its ring of slices at most: with 1 KiB of alignment and the loop kernel's own static
+#                         shared memory (2 KiB, and 16 KiB at most of tensor addresses) under the SM's 227 KiB
 SM90_ARCH_MARK = "#define ARKDMA_ARCH_SPECIFIC 1"  # driver/gpu/compile.py: compile for sm_90a on an H100
 
 
-def matmul_sm90_smem(bn: int) -> int:
-    """As matmul_sm90.cuh's matmul_sm90_smem: the ring of 64-deep slices (A 128 x 64, B 64 x bn, 2-byte
-    elements) and 1 KiB to align it to the 128-byte swizzle's 1024-byte pattern."""
-    return SM90_STAGES[bn] * (128 * 64 + 64 * bn) * 2 + 1024
+def sm90_stage_bytes(bm: int, bn: int) -> int:
+    """A slice of matmul_sm90.cuh's ring: A bm x 64 and B 64 x bn, 2-byte elements."""
+    return (bm + bn) * SM90_BK * 2
+
+
+def sm90_stages(bm: int, bn: int, k: int) -> int:
+    """Slices in matmul_sm90.cuh's ring: as many as SM90_RING holds (4 at 128 x 256, 6 at 128 x 128, 8 at 64 x 128,
+    12 at 64 x 64: the narrow blocks of small-M, weight-bound matmuls keep the most bytes in flight), but no more
+    than K has slices plus the two the pipeline multiplies and queues; 3 at the least."""
+    return max(3, min(SM90_RING // sm90_stage_bytes(bm, bn), -(-k // SM90_BK) + 2))
+
+
+def matmul_sm90_smem(bm: int, bn: int, k: int) -> int:
+    """As matmul_sm90.cuh's matmul_sm90_smem: the ring and 1 KiB to align it to the 128-byte swizzle's 1024-byte
+    pattern (at bm = 64 the warpgroups' exchange of sums, 256 * bn bytes, fits in the ring)."""
+    return sm90_stages(bm, bn, k) * sm90_stage_bytes(bm, bn) + 1024
 
 
 ROW_SMEM = 256  # rows.cuh's ROW_SMEM: the team reductions' slots
@@ -173,6 +188,7 @@ def _broadcast_map(name: str, t: Tensor, out: Tensor) -> str | None:
 class _Gen:
     def __init__(self, model: Model, plan: Plan):
         self.model, self.plan = model, plan
+        self.wgmma_ok = plan.device.get("wgmma", True)  # as the plan was cut (DeviceSpec.wgmma)
         self.structs: list[str] = []
         self.smem = 0
         self.asserts: list[str] = []
@@ -244,7 +260,7 @@ class _Gen:
         if op.kind == "matmul" and skinny(ins[0].rows):
             return self._gemv_case(op, ins[0], ins[1], out, x, o)
         if op.kind == "matmul" and sm90_matmul_block(ins[0].rows, ins[1].cols, ins[0].cols, out.dtype,
-                                                     self.plan.num_sms):
+                                                     self.plan.num_sms, self.wgmma_ok):
             return self._sm90_case(op, ins[0], ins[1], out, x, o)
         if op.kind == "matmul":
             a, b = ins
@@ -266,17 +282,17 @@ class _Gen:
             smem = attention_smem(out.dtype, d, bq)
             self.smem = max(self.smem, smem)
             causal = "true" if op.attr("causal", True) else "false"
-            if out.dtype == "fp32":
+            base = f"const int base = r0 / {seq} * {seq};"  # the tile's (batch) first row; its queries from there
+            if out.dtype == "fp32":  # the scalar tile
                 self.asserts.append(f"static_assert(ark::attention_scalar_smem<{d}>() == {smem}, \"op {op.id}: "
                                     "codegen.py's attention_smem\");")
-                call = f"ark::attention_tile_scalar<{ct}, {d}, {causal}>"
-            else:
-                self.asserts.append(f"static_assert(ark::attention_smem<{ct}, {d}, {bq}>() == {smem}, \"op {op.id}: "
-                                    "codegen.py's attention_smem\");")
-                vec = "true" if d % 8 == 0 else "false"  # 16-byte pieces of each head's rows (E = heads x d)
-                call = f"ark::attention_tile<{ct}, {d}, {bq}, {causal}, {vec}>"
-            return (f"{{ const int base = r0 / {seq} * {seq}; {call}({x[0]}, {x[1]}, {x[2]}, {o}, {seq}, {e}, base, "
-                    f"r0 - base, r1 - base, c0, smem); }}")
+                return (f"{{ {base} ark::attention_tile_scalar<{ct}, {d}, {causal}>({x[0]}, {x[1]}, {x[2]}, {o}, {seq}, "
+                        f"{e}, base, r0 - base, r1 - base, c0, smem); }}")
+            self.asserts.append(f"static_assert(ark::attention_smem<{ct}, {d}, {bq}>() == {smem}, \"op {op.id}: "
+                                "codegen.py's attention_smem\");")
+            vec = "true" if d % 8 == 0 else "false"  # 16-byte pieces of each head's rows (E = heads x d)
+            return (f"{{ {base} ark::attention_tile<{ct}, {d}, {bq}, {causal}, {vec}, {e}>({x[0]}, {x[1]}, {x[2]}, "
+                    f"{o}, {seq}, base, r0 - base, r1 - base, c0, smem); }}")
         if op.kind == "rope":
             return (f"ark::rope_tile<{ct}>({x[0]}, {x[1]}, {x[2]}, {o}, {ins[0].shape[-2]}, {out.cols}, {tile});")
         if op.kind == "embedding":
@@ -286,7 +302,7 @@ class _Gen:
         if op.kind == "copy":  # a tile's region is one contiguous byte range (tiling.py); a DMA tile is all of it
             e = DTYPE_BYTES[out.dtype]
             return (f"{{ const long long off = ((long long)r0 * {out.cols} + c0) * {e}, n = (long long)(r1 - r0) * (c1 - c0) * {e};\n"
-                    f"      return ark::copy_tile(p, q, tile, {op.id}, (const char*)T[{ins[0].id}] + off, (char*)T[{out.id}] + off, n); }}")
+                    f"      return ark::copy_tile(p, q, tile, op, (const char*)T[{ins[0].id}] + off, (char*)T[{out.id}] + off, n); }}")
         raise ModelError(f"op {op.id} ({op.kind}) has no op template")
 
     def _gemv_case(self, op: Op, a: Tensor, b: Tensor, out: Tensor, x: list[str], o: str) -> str:
@@ -304,27 +320,28 @@ class _Gen:
                 f"{a.cols}, r0, c0, c1, smem);")
 
     def _sm90_case(self, op: Op, a: Tensor, b: Tensor, out: Tensor, x: list[str], o: str) -> str:
-        """A large bf16/fp16 matmul (tiling.sm90_matmul_block): the wgmma tile where the kernel is compiled for
-        sm_90a, else the WMMA template on each 128-column half of the block (the same tiles as before)."""
+        """A bf16/fp16 matmul (tiling.sm90_matmul_block): the wgmma tile where the kernel is compiled for sm_90a,
+        else the WMMA template on each 128-column part of the block (the same tiles)."""
         ct = CTYPE[out.dtype]
-        bm, bn = sm90_matmul_block(a.rows, b.cols, a.cols, out.dtype, self.plan.num_sms)
-        stages, smem = SM90_STAGES[bn], matmul_sm90_smem(bn)
-        wstages, wsmem = matmul_stages(out.dtype, bm, 128), matmul_smem(out.dtype, bm, 128)
+        bm, bn = sm90_matmul_block(a.rows, b.cols, a.cols, out.dtype, self.plan.num_sms, self.wgmma_ok)
+        stages, smem = sm90_stages(bm, bn, a.cols), matmul_sm90_smem(bm, bn, a.cols)
+        wbn = min(bn, 128)
+        wstages, wsmem = matmul_stages(out.dtype, bm, wbn), matmul_smem(out.dtype, bm, wbn)
         self.wgmma = True
         self.smem = max(self.smem, smem, wsmem)
-        self.asserts.append(f"static_assert(ark::matmul_sm90_smem<{bn}, {stages}>() == {smem}, "
+        self.asserts.append(f"static_assert(ark::matmul_sm90_smem<{bm}, {bn}, {stages}>() == {smem}, "
                             f"\"op {op.id}: codegen.py's matmul_sm90_smem\");")
-        self.asserts.append(f"static_assert(ark::matmul_smem<{ct}, {bm}, 128, {wstages}>() == {wsmem}, "
+        self.asserts.append(f"static_assert(ark::matmul_smem<{ct}, {bm}, {wbn}, {wstages}>() == {wsmem}, "
                             f"\"op {op.id}: codegen.py's matmul_smem\");")
         shape = f"{x[0]}, {x[1]}, {o}, {a.rows}, {b.cols}, {a.cols}"
-        wmma = f"ark::matmul_tile<{ct}, {bm}, 128, {wstages}, true>"
+        wmma = f"ark::matmul_tile<{ct}, {bm}, {wbn}, {wstages}, true>"
         return "\n".join([
             "#if ARK_HAS_WGMMA",
-            f"      ark::matmul_tile_sm90<{ct}, {bn}, {stages}>({shape}, r0, r1, c0, c1, smem);",
+            f"      ark::matmul_tile_sm90<{ct}, {bm}, {bn}, {stages}>({shape}, r0, r1, c0, c1, smem);",
             "#else",
-            "      for (int h = c0; h < c1; h += 128) {  // a loop, not two calls: one inlined copy's registers",
-            "        if (h > c0) __syncthreads();  // the first half's warps are done with the shared memory",
-            f"        {wmma}({shape}, r0, r1, h, c1 < h + 128 ? c1 : h + 128, smem);",
+            f"      for (int h = c0; h < c1; h += {wbn}) {{  // a loop, not two calls: one inlined copy's registers",
+            "        if (h > c0) __syncthreads();  // the first part's warps are done with the shared memory",
+            f"        {wmma}({shape}, r0, r1, h, c1 < h + {wbn} ? c1 : h + {wbn}, smem);",
             "      }",
             "#endif"])
 
@@ -433,15 +450,71 @@ def _arch_lines(wgmma: bool) -> list[str]:
             "#endif"]
 
 
+MAX_IO_TABLE = 8192  # ints of the ops' tensor-id table in constant memory (32 KiB); past it, ids are literals
+
+
+def _named_by_content(structs: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The structs, each renamed after a digest of its text and kept once, and the old name -> new name map:
+    ops that do the same thing get the same struct, so their cases can be one."""
+    renamed: dict[str, str] = {}
+    out: list[str] = []
+    for text in structs:
+        for old, new in renamed.items():
+            text = re.sub(rf"\b{old}\b", new, text)
+        name = re.match(r"struct (\w+) ", text).group(1)
+        digest = hashlib.sha256(re.sub(rf"\b{name}\b", "@", text).encode()).hexdigest()[:10]
+        renamed[name] = new = f"{name.rstrip('0123456789In')}_{digest}"
+        text = re.sub(rf"\b{name}\b", new, text)
+        if text not in out:
+            out.append(text)
+    return out, renamed
+
+
+def _cases(model: Model, bodies: list[str], renamed: dict[str, str]) -> tuple[list[str], list[str]]:
+    """One `case` per distinct op body, the ops that share it stacked on it, with their tensors read from the
+    table OP_IO (`io`); and that table's declaration. A model that repeats a layer compiles each op body once:
+    a smaller kernel, and its tiles' code stays in the instruction cache. Past MAX_IO_TABLE, one case per op."""
+    norm: dict[str, list[tuple[int, list[int]]]] = {}
+    for op, body in zip(model.ops, bodies):
+        for old, new in renamed.items():
+            body = re.sub(rf"\b{old}\b", new, body)
+        ids: list[int] = []
+
+        def slot(m: re.Match) -> str:
+            tid = int(m.group(1))
+            if tid not in ids:
+                ids.append(tid)
+            return f"T[io[{ids.index(tid)}]]"
+
+        norm.setdefault(re.sub(r"T\[(\d+)\]", slot, body), []).append((op.id, ids))
+    width = max((len(ids) for group in norm.values() for _, ids in group), default=0) or 1
+    table = len(model.ops) * width <= MAX_IO_TABLE
+    cases = []
+    for body, group in norm.items():
+        heads = []
+        for op_id, ids in group:
+            op = model.ops[op_id]
+            ins = ", ".join(f"{model.tensors[i].name}{list(model.tensors[i].shape)}" for i in op.inputs)
+            out = model.tensors[op.output]
+            heads.append(f"    case {op.id}:  // {op.kind} {op.fn}({ins}) -> {out.name}{list(out.shape)} {out.dtype}")
+            if not table:
+                literal = re.sub(r"io\[(\d+)\]", lambda m, ids=ids: str(ids[int(m.group(1))]), body)
+                cases.append(heads.pop() + f"\n    {{\n      {literal}\n      return 0ull;\n    }}")
+        if table:
+            cases.append("\n".join(heads) + f"\n    {{\n      {body}\n      return 0ull;\n    }}")
+    if not table:
+        return cases, []
+    rows = ", ".join("{" + ", ".join(str(i) for i in ids + [0] * (width - len(ids))) + "}"
+                     for _, (_, ids) in sorted((op, (op, ids)) for group in norm.values() for op, ids in group))
+    return cases, [f"__constant__ int OP_IO[{len(model.ops)}][{width}] = {{{rows}}};  // per op: its tensors' ids"]
+
+
 def generate(model: Model, plan: Plan) -> KernelSource:
     """The model's loop kernel; ModelError for an op the templates cannot run."""
     g = _Gen(model, plan)
-    cases = []
-    for op in model.ops:
-        ins = ", ".join(f"{model.tensors[i].name}{list(model.tensors[i].shape)}" for i in op.inputs)
-        out = model.tensors[op.output]
-        cases.append(f"    case {op.id}: {{  // {op.kind} {op.fn}({ins}) -> {out.name}{list(out.shape)} {out.dtype}\n"
-                     f"      {g.case(op)}\n      return 0ull;\n    }}")
+    bodies = [g.case(op) for op in model.ops]
+    structs, renamed = _named_by_content(g.structs)
+    cases, io_table = _cases(model, bodies, renamed)
     smem = max(g.smem, 16)
     head = [f"// The loop kernel of model {model.name!r}: {len(model.ops)} ops, {len(plan.tiles)} tiles, "
             f"{plan.num_sms} SMs (generated by ark_runtime/kernel/codegen.py; op templates in include/ark/).",
@@ -456,12 +529,13 @@ def generate(model: Model, plan: Plan) -> KernelSource:
             f"constexpr int NUM_TENSORS = {len(model.tensors)};",
             f"#define ARK_TENSORS_SHARED {int(len(model.tensors) <= MAX_SHARED_TENSORS)}  // addresses in shared memory",
             "static_assert(SMEM_BYTES > 0, \"\");",
-            *g.structs, *g.asserts,
+            *structs, *g.asserts, *io_table,
             "",
             "/* Runs tile `tile` of op `op` on every thread of the CTA; non-zero (fault code << 32 | detail) when the",
             " * tile found bad input. */",
             "__device__ unsigned long long run_tile(const ark::Program& p, const arkdma_queue& q, void* const* T, int tile,",
             "                                       int op, int r0, int r1, int c0, int c1, unsigned char* smem) {",
+            *(["  const int* io = OP_IO[op];"] if io_table else []),
             "  switch (op) {",
             *cases,
             "  }",

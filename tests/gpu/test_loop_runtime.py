@@ -58,10 +58,10 @@ def _rounded(model: Model, values: dict[str, np.ndarray]) -> dict[str, np.ndarra
     return {k: from_bits(by_name[k], to_bits(by_name[k], v)).astype(np.float64) for k, v in values.items()}
 
 
-def _check(model: Model, iterations: int = 1, seed: int = 0, **kw):
+def _check(model: Model, iterations: int = 1, seed: int = 0, inputs: dict[str, np.ndarray] | None = None, **kw):
     from ark_runtime.runtime import Runtime
 
-    inputs = _inputs(model, seed)
+    inputs = _inputs(model, seed) if inputs is None else inputs
     want = evaluate(model, _rounded(model, inputs))
     with Runtime(model, **kw) as rt:
         for k, v in inputs.items():
@@ -147,6 +147,87 @@ def test_skinny_matmuls_match_the_reference(gpu, rows, dtype):
     m.output(*ys)
     rt = _check(m, iterations=3)
     assert rt.source.text.count("ark::gemv_tile<") == len(ys)
+
+
+ATTENTION_SEQS = (1, 17, 100, 128, 300)  # none a multiple of 64; 100 also at batch 2
+
+
+def _attention_model(dtype: str, d: int, heads: int = 2) -> Model:
+    """Causal and full attention at each of ATTENTION_SEQS, q, k and v distinct."""
+    m = Model(f"attention-{dtype}-d{d}")
+    ys = []
+    for s in ATTENTION_SEQS:
+        shape = (2, s, heads * d) if s == 100 else (s, heads * d)
+        q, k, v = (m.input(f"{n}{s}", shape, dtype) for n in "qkv")
+        ys += [m.attention(q, k, v, heads=heads), m.attention(q, k, v, heads=heads, causal=False)]
+    m.output(*ys)
+    return m
+
+
+def _query_blocks(model: Model, sms: int) -> set[int]:
+    from ark_runtime.tiling import attention_block
+
+    blocks = set()
+    for op in model.ops:
+        q = model.tensors[op.inputs[0]]
+        s, heads = q.shape[-2], op.attr("heads")
+        blocks.add(attention_block(s, q.shape[-1] // heads, heads * (q.rows // s), sms))
+    return blocks
+
+
+@pytest.mark.parametrize("sms", [None, 16, 4])  # the tiles' query blocks: 16 on the GPU's SMs, 32 on 16, 64 on 4
+@pytest.mark.parametrize("d", [32, 64, 80, 128])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+def test_attention_at_lengths_that_are_not_block_multiples(gpu, dtype, d, sms):
+    """attention.cuh's tensor-core tile (bf16, fp16; fp32 the scalar tile) at sequence lengths 1 to 300, causal and
+    not, at every query block: a block's last rows, the stages' last keys and the causal diagonal all masked."""
+    if dtype == "fp32" and sms is not None:
+        pytest.skip("the scalar tile does not depend on the query block")
+    m = _attention_model(dtype, d)
+    if sms is not None:
+        assert _query_blocks(m, sms) >= {16 if sms == 16 else 64, 32 if sms == 16 else 64}
+    _check(m, **({} if sms is None else {"sms": sms}))
+
+
+@pytest.mark.parametrize("d", [20, 160, 256])  # element-wise loads; two passes over the keys (128 + 32, 128 + 128)
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_attention_at_odd_and_wide_head_dims(gpu, dtype, d):
+    _check(_attention_model(dtype, d))
+
+
+ROW_COUNTS = (1, 3, 130, 2000)  # one row a tile (a team up to the CTA) ... 16 a tile (a warp per row)
+
+
+def _row_model(dtype: str, cols: int, scale: float = 0.0) -> Model:
+    m = Model(f"rows-{dtype}-{cols}")
+    ys = []
+    for rows in ROW_COUNTS:
+        if rows * cols > 1 << 21:
+            continue
+        x = m.input(f"x{rows}", (rows, cols), dtype)
+        w, b = m.input(f"w{rows}", (cols,), dtype), m.input(f"b{rows}", (cols,), dtype)
+        ys += [m.layernorm(x, w, b), m.rmsnorm(x, w), m.softmax(x)] + [m.reduce(fn, x) for fn in ("sum", "max", "mean")]
+    m.output(*ys)
+    return m
+
+
+@pytest.mark.parametrize("cols", [1, 7, 1000, 1024, 4096, 5000])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+def test_row_ops_at_every_width(gpu, dtype, cols):
+    """rows.cuh: element-wise loads (odd widths), 16-byte pieces held in registers, rows read in slabs (fp32 at
+    5000), teams of a warp to the whole CTA; layernorm, RMSNorm, softmax and the three reductions."""
+    _check(_row_model(dtype, cols))
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_layernorm_of_rows_far_from_zero(gpu, dtype):
+    """Mean 100, deviation 1: a variance from the sum of squares would lose it to cancellation in fp32."""
+    m = _row_model(dtype, 1000)
+    inputs = _inputs(m)
+    for k in inputs:
+        if k.startswith("x"):
+            inputs[k] = inputs[k] + 100.0
+    _check(m, inputs=inputs)
 
 
 @pytest.mark.parametrize("name", ["chain64", "block-s128", "mlp-b8"])

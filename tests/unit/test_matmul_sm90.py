@@ -9,11 +9,11 @@ import pytest
 
 from ark_runtime import models
 from ark_runtime.fusion import fuse
-from ark_runtime.kernel.codegen import INCLUDE_DIR, SM90_ARCH_MARK, generate, matmul_sm90_smem
+from ark_runtime.kernel.codegen import INCLUDE_DIR, SM90_ARCH_MARK, generate, matmul_sm90_smem, sm90_stages
 from ark_runtime.model import Model
 from ark_runtime.plan import build_plan
 from ark_runtime.scheduler import DeviceSpec
-from ark_runtime.tiling import SM90_ENV, matmul_block, sm90_matmul_block
+from ark_runtime.tiling import SM90_BLOCKS, SM90_ENV, SM90_FILL, matmul_block, sm90_matmul_block
 
 cupy = pytest.importorskip("cupy", reason="the gpu extra (CuPy, NVRTC) is not installed")
 
@@ -33,6 +33,18 @@ def _two_matmuls(dtype: str) -> Model:
     return m
 
 
+def _grid(k: int, dtype: str = "bf16") -> Model:
+    """Every M in {17, 64, 100, 128, 130, 512} times every N in {64, 136, 1024}, one matmul each: on 2 SMs all six
+    blocks of SM90_BLOCKS are chosen, most edges ragged."""
+    m = Model(f"grid-k{k}-{dtype}")
+    xs = [m.input(f"x{rows}", (rows, k), dtype) for rows in (17, 64, 100, 128, 130, 512)]
+    ws = [m.input(f"w{cols}", (k, cols), dtype) for cols in (64, 136, 1024)]
+    for x in xs:
+        for w in ws:
+            m.output(m.matmul(x, w))
+    return m
+
+
 @pytest.mark.parametrize("m,n,k,dtype,sms,want", [
     (8192, 8192, 8192, "bf16", 132, (128, 256)),
     (8192, 8192, 8192, "fp16", 132, (128, 256)),
@@ -41,12 +53,46 @@ def _two_matmuls(dtype: str) -> Model:
     (8192, 8192, 8192, "fp32", 132, None),  # tensor-core types only
     (8192, 8190, 8192, "bf16", 132, None),  # N: 16-byte rows of B
     (8192, 8192, 8100, "bf16", 132, None),  # K: 16-byte rows of A
-    (100, 8192, 8192, "bf16", 132, None),  # M below one 128-row tile
     (16, 8192, 8192, "bf16", 132, None),  # the skinny path's
-    (128, 128, 4096, "bf16", 132, None),  # one tile on 132 SMs: the WMMA path cuts it finer
+    (17, 8192, 8192, "bf16", 132, (64, 64)),  # 128 tiles of 64 x 64; a 128-row block would be mostly zeros
+    (100, 8192, 8192, "bf16", 132, (128, 64)),  # 128 tiles; of equal areas the taller
+    (64, 16384, 4096, "bf16", 132, (64, 128)),  # mlp-b64's first matmul: 128 tiles
+    (64, 4096, 16384, "bf16", 132, (64, 64)),  # ... its second: 64 tiles, the smallest block
+    (64, 65536, 4096, "bf16", 132, (64, 256)),
+    (128, 1024, 1024, "bf16", 132, (64, 64)),  # block-s128's projections: 32 tiles, none fills
+    (128, 8192, 1024, "bf16", 132, (128, 64)),
+    (512, 1024, 1024, "bf16", 132, (64, 64)),  # block-s512's: 128 tiles
+    (128, 128, 4096, "bf16", 132, (64, 64)),  # 4 tiles: still the wgmma tile, the WMMA one is far slower
+    (512, 64, 1024, "bf16", 8, (64, 64)),  # N = 64: no wider block (it would be mostly zeros)
+    (512, 120, 1024, "bf16", 4, (128, 128)),  # N <= 128: no 256-column block
+    (40, 8, 8, "fp16", 1, (64, 64)),  # the least shape
 ])
 def test_where_the_wgmma_tile_applies(m, n, k, dtype, sms, want):
     assert sm90_matmul_block(m, n, k, dtype, sms) == want
+
+
+@pytest.mark.parametrize("sms", [1, 2, 8, 32, 132])
+def test_the_block_rule(sms):
+    """The largest block (SM90_BLOCKS' order) whose tiles fill the SMs, of those the matrix fills more than half of
+    on each side; else the smallest."""
+    for m in (17, 33, 64, 65, 100, 128, 129, 200, 512, 1000, 4096):
+        for n in (8, 64, 72, 128, 136, 256, 264, 1024, 4096, 16384):
+            got = sm90_matmul_block(m, n, 64, "bf16", sms)
+            fits = [(bm, bn) for bm, bn in SM90_BLOCKS if (bm == 64 or m > bm // 2) and (bn == 64 or n > bn // 2)]
+            fills = [b for b in fits if -(-m // b[0]) * -(-n // b[1]) >= SM90_FILL * sms]
+            assert got == (fills[0] if fills else (64, 64)), (m, n, sms, got)
+            assert got[0] == 64 or m > 64
+
+
+@pytest.mark.parametrize("bm,bn,k,stages", [
+    (128, 256, 8192, 4), (128, 128, 8192, 6), (64, 256, 8192, 4), (128, 64, 8192, 8), (64, 128, 8192, 8),
+    (64, 64, 8192, 12), (64, 64, 256, 6), (64, 64, 64, 3), (128, 256, 8, 3),
+])
+def test_stages_fit_the_budget(bm, bn, k, stages):
+    assert sm90_stages(bm, bn, k) == stages
+    smem = matmul_sm90_smem(bm, bn, k)
+    assert smem <= 193 * 1024 and smem + 2304 + 16 * 1024 <= 227 * 1024  # the loop kernel's static arrays beside
+    assert bm == 128 or stages * (bm + bn) * 128 >= 256 * bn  # BM = 64: the warpgroups' exchange fits the ring
 
 
 def test_the_plan_cuts_what_the_kernel_computes():
@@ -58,10 +104,24 @@ def test_the_plan_cuts_what_the_kernel_computes():
         out = model.tensors[op.output]
         regions = sorted((t["writes"][1], t["writes"][3]) for t in plan.tiles if t["op"] == op.id)
         assert regions == [(r, c) for r in range(0, out.rows, bm) for c in range(0, out.cols, bn)]
-    assert "ark::matmul_tile_sm90<__nv_bfloat16, 256, 4>" in src.text
-    assert "ark::matmul_tile_sm90<__nv_bfloat16, 128, 6>" in src.text
+    assert "ark::matmul_tile_sm90<__nv_bfloat16, 128, 256, 4>" in src.text
+    assert "ark::matmul_tile_sm90<__nv_bfloat16, 128, 128, 6>" in src.text
     assert SM90_ARCH_MARK in src.text and "#define ARK_MIN_BLOCKS 1" in src.text
-    assert src.smem_bytes == max(matmul_sm90_smem(256), matmul_sm90_smem(128))
+    assert src.smem_bytes == max(matmul_sm90_smem(128, 256, 136), matmul_sm90_smem(128, 128, 520))
+
+
+def test_the_plan_cuts_every_block_shape_as_the_kernel_computes():
+    model, plan, src = _generate(_grid(1000), sms=2)
+    seen = set()
+    for op in model.ops:
+        a, b, out = (model.tensors[i] for i in (*op.inputs, op.output))
+        bm, bn = sm90_matmul_block(a.rows, b.cols, a.cols, "bf16", 2)
+        seen.add((bm, bn))
+        regions = sorted(tuple(t["writes"][1:]) for t in plan.tiles if t["op"] == op.id)
+        assert regions == [(r, min(r + bm, out.rows), c, min(c + bn, out.cols)) for r in range(0, out.rows, bm)
+                           for c in range(0, out.cols, bn)]
+        assert f"ark::matmul_tile_sm90<__nv_bfloat16, {bm}, {bn}, {sm90_stages(bm, bn, 1000)}>(" in src.text
+    assert seen == set(SM90_BLOCKS)
 
 
 def test_the_switch_turns_the_wgmma_tile_off(monkeypatch):
@@ -75,10 +135,11 @@ def test_the_switch_turns_the_wgmma_tile_off(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
-def test_the_wgmma_tile_compiles_for_sm90a_and_falls_back_on_sm90(dtype):
+@pytest.mark.parametrize("case", ["two", "grid"])
+def test_the_wgmma_tile_compiles_for_sm90a_and_falls_back_on_sm90(dtype, case):
     from driver.gpu import compile
 
-    _, _, src = _generate(_two_matmuls(dtype), sms=8)
+    _, _, src = _generate(_two_matmuls(dtype), sms=8) if case == "two" else _generate(_grid(1000, dtype), sms=2)
     extra = (f"-I{INCLUDE_DIR}",)
     assert compile.cubin(src.text, arch="sm_90a", extra=(*extra, "-DARK_REQUIRE_WGMMA"))[:4] == b"\x7fELF"
     assert compile.cubin(src.text, arch="sm_90", extra=extra)[:4] == b"\x7fELF"  # the WMMA halves
@@ -86,7 +147,7 @@ def test_the_wgmma_tile_compiles_for_sm90a_and_falls_back_on_sm90(dtype):
         compile.cubin(src.text, arch="sm_90", extra=(*extra, "-DARK_REQUIRE_WGMMA"))
 
 
-@pytest.mark.parametrize("name", ["matmul8192", "block-s512"])
+@pytest.mark.parametrize("name", ["matmul8192", "block-s512", "block-s128", "mlp-b64"])
 def test_named_models_compile_for_sm90a(name):
     from driver.gpu import compile
 
@@ -94,14 +155,16 @@ def test_named_models_compile_for_sm90a(name):
     assert compile.cubin(src.text, arch="sm_90a", extra=(f"-I{INCLUDE_DIR}",))[:4] == b"\x7fELF"
 
 
-def test_the_wgmma_tile_keeps_its_accumulators_in_registers():
-    """ptxas on the sm_90a kernel: no spills (a spilled accumulator would also serialise the wgmma pipeline)."""
+@pytest.mark.parametrize("name", ["matmul8192", "grid"])
+def test_the_wgmma_tile_keeps_its_accumulators_in_registers(name):
+    """ptxas on the sm_90a kernel: no spills (a spilled accumulator would also serialise the wgmma pipeline);
+    `grid` has every block shape, 64-row ones with their exchange of sums included."""
     from cupy.cuda import nvrtc
 
     from driver.gpu import compile
 
-    _, _, src = _generate(models.named("matmul8192"), sms=132)
-    prog = nvrtc.createProgram(compile._keyed(src.text), "matmul8192.cu", [], [])
+    _, _, src = _generate(models.named(name), sms=132) if name != "grid" else _generate(_grid(1000), sms=2)
+    prog = nvrtc.createProgram(compile._keyed(src.text), f"{name}.cu", [], [])
     try:
         nvrtc.compileProgram(prog, [*compile.options((f"-I{INCLUDE_DIR}",)), "--gpu-architecture=sm_90a",
                                     "--ptxas-options=-v"])
@@ -120,3 +183,21 @@ def test_only_marked_sources_are_built_for_sm90a_and_only_on_compute_capability_
     assert compile.arch_specific(marked, "80") is None and compile.arch_specific(marked, "100") is None
     assert compile.arch_specific("extern \"C\" __global__ void k() {}", "90") is None
     assert SM90_ARCH_MARK == compile.ARCH_SPECIFIC_MARK
+
+
+def test_a_gpu_without_wgmma_gets_no_sm90_tile_and_no_sm90a_build():
+    """DeviceSpec(wgmma=False), as the Runtime plans on a GPU that is not compute capability 9.0: the matmul is
+    cut for the WMMA tile and the kernel carries no mark asking for sm_90a."""
+    from ark_runtime import models as named
+    from ark_runtime.kernel.codegen import generate
+    from ark_runtime.plan import build_plan
+    from ark_runtime.scheduler import DeviceSpec
+    from driver.gpu.compile import ARCH_SPECIFIC_MARK
+
+    m = named.matmul(1024)
+    on, off = (build_plan(m, DeviceSpec(num_sms=132, wgmma=w)) for w in (True, False))
+    assert ARCH_SPECIFIC_MARK in generate(m, on).text
+    assert ARCH_SPECIFIC_MARK not in generate(m, off).text
+    bm, bn = matmul_block(1024, 1024, 132)
+    _, r0, r1, c0, c1 = off.tiles[0]["writes"]
+    assert (r1 - r0, c1 - c0) == (bm, bn)

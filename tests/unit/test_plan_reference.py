@@ -56,8 +56,8 @@ def test_random_models_compute_their_reference(model, sms, seed):
 def test_a_tile_reading_too_little_is_caught(monkeypatch):
     real = tiling.op_tiles
 
-    def short_reads(model, op, first_id, num_sms, sm_copy=False):
-        tiles = real(model, op, first_id, num_sms, sm_copy)
+    def short_reads(model, op, first_id, num_sms, sm_copy=False, wgmma=True):
+        tiles = real(model, op, first_id, num_sms, sm_copy, wgmma)
         if op.kind != "matmul":
             return tiles
         return [t.__class__(t.id, t.op, t.index, t.writes,

@@ -18,6 +18,9 @@
  * its m, l and O to shared memory (over the stages' space), and the CTA merges the S splits of each row
  * (O = sum_s 2^(m_s - M) O_s / sum_s 2^(m_s - M) l_s) and stores the rows, 16 bytes at a time where aligned.
  *
+ * The tile is a __noinline__ function: inlined into the loop kernel's switch, its registers (up to 128 a thread)
+ * were allocated together with every other op's, and the compiler spilled in the matmul loops.
+ *
  * fp32 (`attention_tile_scalar`): scalar fp32 from shared memory, one query row per warp at a time.
  */
 #ifndef ARK_ATTENTION_CUH
@@ -54,7 +57,7 @@ struct AttnShape {
   static constexpr int MERGE = ATT_WARPS * 16 * (DCP + 2) * 4;  // O, then m and l, of every warp
   static constexpr int KV_BYTES = STAGES * STAGE > MERGE ? STAGES * STAGE : MERGE;
   static constexpr int SMEM = Q_BYTES + KV_BYTES;
-  static constexpr bool QREG = DP <= 64;  // Q's A fragments kept in registers (else ldmatrix per stage)
+  static constexpr bool QREG = DP * KW <= 64 * 16;  // Q's A fragments kept in registers (else ldmatrix per stage)
   static_assert(!QREG || PASSES == 1, "");
 };
 
@@ -67,13 +70,6 @@ namespace attn {
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 
-/* threadIdx.x, read where the tile runs: values derived from a plain threadIdx.x are loop-invariant to the
- * compiler, which hoists them out of the resident loop, and they then hold registers through every other op. */
-__device__ __forceinline__ int thread() {
-  int t;
-  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
-  return t;
-}
 
 __device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
@@ -123,12 +119,13 @@ __device__ __forceinline__ float ex2(float x) {  // 2^x; 2^-inf = +0
   return y;
 }
 
-/* Rows [r_lo, r_lo + ROWS) of one head (columns col0 .. col0 + D - 1 of a [*, cols] tensor, row `base` first)
+/* Rows [r_lo, r_lo + ROWS) of one head (columns col0 .. col0 + D - 1 of a [*, E] tensor, row `base` first)
  * into shared memory rows of LD elements, DP of them written: rows at or past r_end and columns past D are
- * zero. VEC: 16-byte cp.async (cols, col0 and D multiples of 8); else element by element, plain stores. */
-template <typename T, int ROWS, int D, int DP, int LD, bool VEC>
-__device__ __forceinline__ void load_rows(T* dst, const T* src, int cols, int base, int r_lo, int r_end, int col0,
-                                          int tid) {
+ * zero. VEC: 16-byte cp.async (E, col0 and D multiples of 8); else element by element, plain stores. E is a
+ * constant, so a thread's pieces are one address plus immediate offsets (else the compiler keeps an address per
+ * piece live through the loop over stages). */
+template <typename T, int E, int ROWS, int D, int DP, int LD, bool VEC>
+__device__ __forceinline__ void load_rows(T* dst, const T* src, int base, int r_lo, int r_end, int col0, int tid) {
   if constexpr (VEC) {
     constexpr int PR = DP / 8, N = ROWS * PR;  // 16-byte pieces per row, in all
 #pragma unroll
@@ -137,22 +134,22 @@ __device__ __forceinline__ void load_rows(T* dst, const T* src, int cols, int ba
       if (N % (ATT_WARPS * 32) != 0 && i >= N) break;
       const int r = i / PR, c = i % PR * 8;
       const bool in = r_lo + r < r_end && c < D;
-      cp_async16(dst + r * LD + c, in ? src + ((long long)(base + r_lo + r) * cols + col0 + c) : src, in);
+      cp_async16(dst + r * LD + c, in ? src + ((long long)(base + r_lo + r) * E + col0 + c) : src, in);
     }
   } else {
     for (int i = tid; i < ROWS * DP; i += ATT_WARPS * 32) {
       const int r = i / DP, c = i % DP;
       const bool in = r_lo + r < r_end && c < D;
-      dst[r * LD + c] = in ? src[(long long)(base + r_lo + r) * cols + col0 + c] : from_float<T>(0.0f);
+      dst[r * LD + c] = in ? src[(long long)(base + r_lo + r) * E + col0 + c] : from_float<T>(0.0f);
     }
   }
 }
 
 }  // namespace attn
 
-template <typename T, int D, int BQ, bool CAUSAL, bool VEC>
-__device__ __noinline__ void attention_tile(const T* q, const T* k, const T* v, T* out, int seq, int cols, int base, int q0, int q1,
-                               int col0, unsigned char* smem) {
+template <typename T, int D, int BQ, bool CAUSAL, bool VEC, int E>
+__device__ __noinline__ void attention_tile(const T* q, const T* k, const T* v, T* out, int seq, int base, int q0,
+                                           int q1, int col0, unsigned char* smem) {
   using A = AttnShape<D, BQ>;
   constexpr int DP = A::DP, LD = A::LD, G = A::G, KW = A::KW, KB = A::KB, DC = A::DC, STAGES = A::STAGES;
   constexpr int NT = KW / 8;  // score n-tiles (8 keys each) per warp per stage
@@ -162,7 +159,7 @@ __device__ __noinline__ void attention_tile(const T* q, const T* k, const T* v, 
   float* so = (float*)(smem + A::Q_BYTES);                   // after a pass: O of warp w, row r at (w * 16 + r) * DCP
   float* sm = so + ATT_WARPS * 16 * A::DCP;                  // m of warp w, row r at w * 16 + r (exp2 units)
   float* sl = sm + ATT_WARPS * 16;                           // l likewise
-  const int tid = attn::thread(), warp = tid >> 5, lane = tid & 31;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int grp = warp % G, split = warp / G;
   const int g = lane >> 2, t = lane & 3;  // the fragments' groupID and thread-in-group
   const int kv_end = CAUSAL ? q1 : seq;
@@ -173,11 +170,11 @@ __device__ __noinline__ void attention_tile(const T* q, const T* k, const T* v, 
 
   auto load_stage = [&](int s, int b) {
     T* dk = skv + b * 2 * KB * LD;
-    attn::load_rows<T, KB, D, DP, LD, VEC>(dk, k, cols, base, s * KB, kv_end, col0, tid);
-    attn::load_rows<T, KB, D, DP, LD, VEC>(dk + KB * LD, v, cols, base, s * KB, kv_end, col0, tid);
+    attn::load_rows<T, E, KB, D, DP, LD, VEC>(dk, k, base, s * KB, kv_end, col0, tid);
+    attn::load_rows<T, E, KB, D, DP, LD, VEC>(dk + KB * LD, v, base, s * KB, kv_end, col0, tid);
   };
 
-  attn::load_rows<T, BQ, D, DP, LD, VEC>(sq, q, cols, base, q0, q1, col0, tid);
+  attn::load_rows<T, E, BQ, D, DP, LD, VEC>(sq, q, base, q0, q1, col0, tid);
   cp_async_commit();
   unsigned qa[A::QREG ? DP / 16 : 1][4];  // Q's A fragments, where kept
 
@@ -336,7 +333,7 @@ __device__ __noinline__ void attention_tile(const T* q, const T* k, const T* v, 
         acc[4] += f * x1.x, acc[5] += f * x1.y, acc[6] += f * x1.z, acc[7] += f * x1.w;
       }
       const float inv = __fdividef(1.0f, den);
-      const long long at = (long long)(base + q0 + r) * cols + col0 + c;
+      const long long at = (long long)(base + q0 + r) * E + col0 + c;
       if constexpr (VEC) {
         uint4 u;
         u.x = attn::pack2<T>(acc[0] * inv, acc[1] * inv);

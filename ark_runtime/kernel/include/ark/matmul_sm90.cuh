@@ -1,10 +1,15 @@
 /* Hopper matmul tile: out[r0:r1, c0:c1] = A[r0:r1, :] @ B[:, c0:c1], bf16/fp16 in, fp32 accumulation, on
  * warpgroup MMA (wgmma.mma_async m64nBNk16, both operands read from shared memory).
  *
- * Tile BM x BN = 128 x BN (BN 128 or 256) per CTA of 256 threads: warpgroup 0 computes rows 0-63, warpgroup 1
- * rows 64-127, each with one m64nBNk16 instruction per 16 of K (BN / 2 fp32 accumulators per thread: 128 at
- * BN = 256, so the kernel is built with min-blocks 1 when a model uses this template). K goes in BK = 64 slices
- * through a ring of STAGES slices in shared memory (a slice: A 128 x 64, 16 KiB, and B 64 x BN, 16 or 32 KiB).
+ * Tile BM x BN per CTA of 256 threads (two warpgroups), BM 128 or 64, BN 256, 128 or 64; BN / 2 fp32 accumulators
+ * per thread (128 at BN = 256, so the kernel is built with min-blocks 1 when a model uses this template):
+ *   BM = 128: warpgroup 0 computes rows 0-63, warpgroup 1 rows 64-127, each with one m64nBNk16 per 16 of K.
+ *   BM = 64: both warpgroups compute all 64 rows, on halves of each slice's K (warpgroup w the k16 steps 2w and
+ *     2w + 1, one m64nBNk16 each), and add their sums through shared memory at the end: warpgroup w hands the
+ *     other its sums of columns [(1 - w) BN / 2, (2 - w) BN / 2), then adds and stores its own half. (Splitting N
+ *     instead would need n32 for BN = 64, a half of the 64-column swizzle panel B is stored in.)
+ * K goes in BK = 64 slices through a ring of STAGES slices in shared memory (a slice: A BM x 64, 16 or 8 KiB,
+ * and B 64 x BN, 32, 16 or 8 KiB).
  *
  * Loads: cp.async 16-byte copies by all 256 threads that write the 128-byte-swizzled layout directly (no TMA:
  * a tensor map is made on the host per tensor address, and the loop kernel's addresses are data the host does
@@ -20,17 +25,19 @@
  * address, hence the 1024-byte alignment of every slice (CUTLASS's Layout_K_SW128_Atom and Layout_MN_SW128_Atom).
  * Matrix descriptors (PTX ISA "Matrix Descriptor Format"; offsets in 16-byte units, layout type 1 = 128B swizzle;
  * LBO and SBO as CUTLASS's make_gmma_desc derives them from those canonical layouts):
- *   A (imm-trans-a 0, K-major): start = slice + warpgroup * 64 rows * 128 + kk * 32 bytes (the kk-th 16 of K
- *     within the 128-byte row; the hardware swizzles the computed address), LBO unused (1), SBO = 1024 (from one
- *     8-row group to the next).
- *   B (imm-trans-b 1, N-major): start = slice + 16 KiB + kk * 16 rows * 128, LBO = 8192 (from one 64-column panel
- *     to the next, along N), SBO = 1024 (from one 8-row group of K to the next).
+ *   A (imm-trans-a 0, K-major): start = slice + (BM = 128: warpgroup * 64 rows * 128) + kk * 32 bytes (the kk-th
+ *     16 of K within the 128-byte row; the hardware swizzles the computed address), LBO unused (1), SBO = 1024
+ *     (from one 8-row group to the next).
+ *   B (imm-trans-b 1, N-major): start = slice + BM * 128 + kk * 16 rows * 128, LBO = 8192 (from one 64-column
+ *     panel to the next, along N; unused at BN = 64), SBO = 1024 (from one 8-row group of K to the next).
+ *
+ *   (kk is the k16 step within the slice: 0-3, or at BM = 64 2w and 2w + 1 for warpgroup w.)
  *
  * Pipeline, per slice s: wait for this thread's copies of slice s (cp.async.wait_group), fence.proxy.async (make
  * the generic-proxy writes visible to the async proxy wgmma reads through), __syncthreads; wgmma.fence, four
- * wgmma (k 0-63), commit; start loading slice s + STAGES - 2 into the buffer of slice s - 2; wgmma.wait_group 1
- * (slice s - 1's wgmma done: its buffer is free after the next __syncthreads). So one slice multiplies while the
- * next is queued on the tensor cores and STAGES - 2 load.
+ * wgmma (k 0-63; two per warpgroup at BM = 64), commit; start loading slice s + STAGES - 2 into the buffer of
+ * slice s - 2; wgmma.wait_group 1 (slice s - 1's wgmma done: its buffer is free after the next __syncthreads). So
+ * one slice multiplies while the next is queued on the tensor cores and STAGES - 2 load.
  *
  * Compiled only for sm_90a (wgmma needs the arch-specific target): ARK_HAS_WGMMA is 0 elsewhere and the generated
  * code calls the WMMA template (matmul.cuh) instead.
@@ -51,15 +58,16 @@
 
 namespace ark {
 namespace sm90 {
-constexpr int BM = 128, BK = 64;
-constexpr int A_BYTES = BM * BK * 2;  // 16 KiB
-template <int BN> __host__ __device__ constexpr int stage_bytes() { return A_BYTES + BK * BN * 2; }
+constexpr int BK = 64;
+template <int BM> __host__ __device__ constexpr int a_bytes() { return BM * BK * 2; }  // 16 or 8 KiB
+template <int BM, int BN> __host__ __device__ constexpr int stage_bytes() { return a_bytes<BM>() + BK * BN * 2; }
 }  // namespace sm90
 
-/* Shared memory the template needs, in bytes: STAGES slices and 1 KiB to align them to 1024. */
-template <int BN, int STAGES>
+/* Shared memory the template needs, in bytes: STAGES slices and 1 KiB to align them to 1024. (At BM = 64 the
+ * warpgroups' exchange of sums, 256 * BN bytes, reuses the ring.) */
+template <int BM, int BN, int STAGES>
 __host__ __device__ constexpr int matmul_sm90_smem() {
-  return STAGES * sm90::stage_bytes<BN>() + 1024;
+  return STAGES * sm90::stage_bytes<BM, BN>() + 1024;
 }
 
 #if ARK_HAS_WGMMA
@@ -95,6 +103,10 @@ __device__ __forceinline__ unsigned long long desc(unsigned addr, unsigned lbo, 
                   "+f"(d[i + 6]), "+f"(d[i + 7])
 #define ARK_D64(i) ARK_D8(i), ARK_D8(i + 8), ARK_D8(i + 16), ARK_D8(i + 24), ARK_D8(i + 32), ARK_D8(i + 40), \
                    ARK_D8(i + 48), ARK_D8(i + 56)
+#define ARK_D32(i) ARK_D8(i), ARK_D8(i + 8), ARK_D8(i + 16), ARK_D8(i + 24)
+#define ARK_REGS32                                                                                    \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "   \
+  "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define ARK_REGS64                                                                                    \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "   \
   "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "   \
@@ -107,6 +119,12 @@ __device__ __forceinline__ unsigned long long desc(unsigned addr, unsigned lbo, 
   "%102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, "   \
   "%118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 /* d (+)= A(desc a) @ B(desc b): scale-d 1 (accumulate), no negation, A K-major (trans-a 0), B N-major (trans-b 1). */
+#define ARK_WGMMA_N64(TY)                                                                 \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                               \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {" ARK_REGS32 "}, " \
+               "%32, %33, p, 1, 1, 0, 1;\n}\n"                                           \
+               : ARK_D32(0)                                                               \
+               : "l"(da), "l"(db), "r"(1))
 #define ARK_WGMMA_N128(TY)                                                                 \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                \
                "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {" ARK_REGS64 "}, " \
@@ -121,6 +139,16 @@ __device__ __forceinline__ unsigned long long desc(unsigned addr, unsigned lbo, 
                : "l"(da), "l"(db), "r"(1))
 
 template <typename T, int BN> struct Wgmma;
+template <> struct Wgmma<__nv_bfloat16, 64> {
+  static __device__ __forceinline__ void run(float (&d)[32], unsigned long long da, unsigned long long db) {
+    ARK_WGMMA_N64("bf16");
+  }
+};
+template <> struct Wgmma<__half, 64> {
+  static __device__ __forceinline__ void run(float (&d)[32], unsigned long long da, unsigned long long db) {
+    ARK_WGMMA_N64("f16");
+  }
+};
 template <> struct Wgmma<__nv_bfloat16, 128> {
   static __device__ __forceinline__ void run(float (&d)[64], unsigned long long da, unsigned long long db) {
     ARK_WGMMA_N128("bf16");
@@ -143,9 +171,12 @@ template <> struct Wgmma<__half, 256> {
 };
 #undef ARK_WGMMA_N256
 #undef ARK_WGMMA_N128
+#undef ARK_WGMMA_N64
 #undef ARK_REGS128
 #undef ARK_REGS64
+#undef ARK_REGS32
 #undef ARK_D64
+#undef ARK_D32
 #undef ARK_D8
 
 __device__ __forceinline__ void st2(__nv_bfloat16* p, float x, float y) {
@@ -154,14 +185,15 @@ __device__ __forceinline__ void st2(__nv_bfloat16* p, float x, float y) {
 __device__ __forceinline__ void st2(__half* p, float x, float y) { *(__half2*)p = __floats2half2_rn(x, y); }
 
 /* Slice s (k from s * BK) of A's rows r0.. and B's columns c0.. into the ring, one 16-byte chunk per cp.async.
- * A: 1024 chunks, thread t takes row t / 8 + 32 j (j < 4), chunk t % 8. B: 64 rows of BN / 8 chunks, thread t
- * takes row t / (BN / 8) + (2048 / BN) j, chunk t % (BN / 8). Every row any thread writes has the same row % 8
- * as its first, so one swizzled offset per thread serves all its chunks. */
-template <typename T, int BN, int STAGES>
+ * A: BM * 8 chunks, thread t takes row t / 8 + 32 j (j < BM / 32), chunk t % 8. B: 64 rows of BN / 8 chunks,
+ * thread t takes row t / (BN / 8) + (2048 / BN) j, chunk t % (BN / 8). Every row any thread writes has the same
+ * row % 8 as its first, so one swizzled offset per thread serves all its chunks. */
+template <typename T, int BM, int BN>
 struct Loader {
+  static constexpr int A_PASSES = BM / 32;      // 4 or 2
   static constexpr int CPR = BN / 8;            // B chunks per k-row
-  static constexpr int RPP = 256 / CPR;         // B k-rows per pass of 256 threads (8 or 16)
-  static constexpr int PASSES = BK / RPP;       // 8 or 4
+  static constexpr int RPP = 256 / CPR;         // B k-rows per pass of 256 threads (8, 16 or 32)
+  static constexpr int PASSES = BK / RPP;       // 8, 4 or 2
   const T* a_src;                               // A(r0 + t / 8, t % 8 * 8)
   const T* b_src;                               // B(t / CPR, c0 + t % CPR * 8)
   unsigned a_dst, b_dst;                        // byte offsets within a slice's A and B
@@ -177,7 +209,7 @@ struct Loader {
     a_src = a + (long long)(r0 + ar) * k + a_k;
     a_rows_ok = 0;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) a_rows_ok |= (r0 + ar + 32 * j < m) << j;
+    for (int j = 0; j < A_PASSES; ++j) a_rows_ok |= (r0 + ar + 32 * j < m) << j;
     const int br = t / CPR, bc = t % CPR;
     b_dst = (bc >> 3) * (BK * 128) + br * 128 + (((bc & 7) ^ (br & 7)) << 4);
     b_k = br;
@@ -188,11 +220,11 @@ struct Loader {
   __device__ __forceinline__ void load(const T* a, const T* b, int n, int k, unsigned slice, int k0) const {
     const bool ak = k0 + a_k < k;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < A_PASSES; ++j) {
       const bool ok = ak && ((a_rows_ok >> j) & 1);
       cp_async16(slice + a_dst + j * 32 * 128, ok ? a_src + (long long)(32 * j) * k + k0 : a, ok);
     }
-    const unsigned sb = slice + A_BYTES;
+    const unsigned sb = slice + a_bytes<BM>();
 #pragma unroll
     for (int j = 0; j < PASSES; ++j) {
       const bool ok = b_col_ok && k0 + b_k + RPP * j < k;
@@ -201,21 +233,60 @@ struct Loader {
   }
 };
 
+/* Stores accumulator columns 8 i .. 8 i + 7 for I0 <= i < I1 of the thread's m64nBNk16 fragment (warp w of the
+ * warpgroup holds rows 16 w + lane / 4 (+ 8); acc[4 i + 2 h + e] is row + 8 h, column 8 i + lane % 4 * 2 + e). */
+template <typename T, int BN, int I0, int I1>
+__device__ __forceinline__ void store_cols(const float (&acc)[BN / 2], T* out, int n, int row, int col, int r1,
+                                           int c1) {
+#pragma unroll
+  for (int i = I0; i < I1; ++i) {
+    const int c = col + 8 * i;  // even, and c1 is a multiple of 8: c and c + 1 are both inside or both out
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = row + 8 * h;
+      if (r < r1 && c < c1) st2(out + (long long)r * n + c, acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
+    }
+  }
+}
+
+/* BM = 64, the warpgroups' exchange: x holds BN / 2 floats per thread index t of a warpgroup, sum j at
+ * x[j * 128 + t] (consecutive threads, consecutive words). Warpgroup H keeps the sums of columns [H BN / 2,
+ * (H + 1) BN / 2), acc[H Q .. H Q + Q) with Q = BN / 4, and hands over the other half. */
+template <int BN, int H>
+__device__ __forceinline__ void give_half(const float (&acc)[BN / 2], float* x, int t) {
+  constexpr int Q = BN / 4, J0 = (1 - H) * Q;
+#pragma unroll
+  for (int j = J0; j < J0 + Q; ++j) x[j * 128 + t] = acc[j];
+}
+template <int BN, int H>
+__device__ __forceinline__ void take_half(float (&acc)[BN / 2], const float* x, int t) {
+  constexpr int Q = BN / 4, J0 = H * Q;
+#pragma unroll
+  for (int j = J0; j < J0 + Q; ++j) acc[j] += x[j * 128 + t];
+}
+
 }  // namespace sm90
 
-/* The tile; every thread of the CTA (256) calls it with the same arguments. smem: matmul_sm90_smem<BN, STAGES>()
- * bytes of dynamic shared memory. */
-template <typename T, int BN, int STAGES>
+/* The tile; every thread of the CTA (256) calls it with the same arguments. smem: matmul_sm90_smem<BM, BN,
+ * STAGES>() bytes of dynamic shared memory. */
+template <typename T, int BM, int BN, int STAGES>
 __device__ void matmul_tile_sm90(const T* a, const T* b, T* out, int m, int n, int k, int r0, int r1, int c0, int c1,
                                  unsigned char* smem) {
-  static_assert(BN == 128 || BN == 256, "BN is 128 or 256");
+  static_assert(BM == 128 || BM == 64, "BM is 128 or 64");
+  static_assert(BN == 256 || BN == 128 || BN == 64, "BN is 256, 128 or 64");
   static_assert(STAGES >= 3, "a slice multiplying, one queued, one loading at least");
-  constexpr int STAGE = sm90::stage_bytes<BN>();
+  constexpr int STAGE = sm90::stage_bytes<BM, BN>();
+  static_assert(BM == 128 || STAGES * STAGE >= 256 * BN, "the ring holds the warpgroups' exchange of sums");
   constexpr int AHEAD = STAGES - 2;  // slices loading while one multiplies and one is queued
-  const unsigned base = ((unsigned)__cvta_generic_to_shared(smem) + 1023u) & ~1023u;
+  constexpr int KSTEPS = sm90::BK / 16 / (BM == 64 ? 2 : 1);  // k16 steps per warpgroup per slice
+  const unsigned smem_at = (unsigned)__cvta_generic_to_shared(smem);
+  const unsigned base = (smem_at + 1023u) & ~1023u;
   const int wg = threadIdx.x >> 7;
   const int slices = (k + sm90::BK - 1) / sm90::BK;
-  const sm90::Loader<T, BN, STAGES> ld(a, b, m, n, k, r0, c0);
+  const sm90::Loader<T, BM, BN> ld(a, b, m, n, k, r0, c0);
+  // BM = 128: warpgroup wg's 64 rows, all of K; BM = 64: all 64 rows, the k16 steps KSTEPS wg ..
+  const unsigned a_at = BM == 128 ? wg * 64 * 128 : wg * KSTEPS * 32;
+  const unsigned b_at = sm90::a_bytes<BM>() + (BM == 128 ? 0 : wg * KSTEPS * 16 * 128);
 
 #pragma unroll
   for (int s = 0; s < AHEAD; ++s) {
@@ -227,6 +298,7 @@ __device__ void matmul_tile_sm90(const T* a, const T* b, T* out, int m, int n, i
   for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
   sm90::fence_acc(acc);
 
+#pragma unroll 1  // K is a constant of the generated call: unrolled, a short K would copy the loop body per slice
   for (int s = 0; s < slices; ++s) {
     sm90::cp_async_wait<AHEAD - 1>();  // this thread's copies of slice s are in (groups commit in slice order)
     sm90::fence_proxy_async();  // ... and visible to the async proxy, which wgmma reads shared memory through
@@ -234,9 +306,9 @@ __device__ void matmul_tile_sm90(const T* a, const T* b, T* out, int m, int n, i
     const unsigned slice = base + (s % STAGES) * STAGE;
     sm90::wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < sm90::BK / 16; ++kk) {
-      const unsigned long long da = sm90::desc(slice + wg * 64 * 128 + kk * 32, 16, 1024);
-      const unsigned long long db = sm90::desc(slice + sm90::A_BYTES + kk * 16 * 128, sm90::BK * 128, 1024);
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+      const unsigned long long da = sm90::desc(slice + a_at + kk * 32, 16, 1024);
+      const unsigned long long db = sm90::desc(slice + b_at + kk * 16 * 128, sm90::BK * 128, 1024);
       sm90::Wgmma<T, BN>::run(acc, da, db);
     }
     sm90::wgmma_commit();
@@ -250,18 +322,26 @@ __device__ void matmul_tile_sm90(const T* a, const T* b, T* out, int m, int n, i
   sm90::fence_acc(acc);
   sm90::cp_async_wait<0>();
 
-  // Accumulator fragment of m64nBNk16: warp w of the warpgroup holds rows 16 w + lane / 4 (+ 8); acc[4 i + 2 h + e]
-  // is row + 8 h, column 8 i + lane % 4 * 2 + e.
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-  const int row = r0 + wg * 64 + warp * 16 + (lane >> 2);
+  const int row = r0 + (BM == 128 ? wg * 64 : 0) + warp * 16 + (lane >> 2);
   const int col = c0 + (lane & 3) * 2;
-#pragma unroll
-  for (int i = 0; i < BN / 8; ++i) {
-    const int c = col + 8 * i;  // even, and c1 is a multiple of 8: c and c + 1 are both inside or both out
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = row + 8 * h;
-      if (r < r1 && c < c1) sm90::st2(out + (long long)r * n + c, acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
+  if constexpr (BM == 128) {
+    sm90::store_cols<T, BN, 0, BN / 8>(acc, out, n, row, col, r1, c1);
+  } else {
+    // add the warpgroups' sums through the ring (every thread's copies are in and both warpgroups' wgmma done
+    // once all pass this barrier); each warpgroup then stores half of the columns
+    __syncthreads();
+    float* x = (float*)(smem + (base - smem_at));
+    const int t = threadIdx.x & 127;
+    if (wg == 0) sm90::give_half<BN, 0>(acc, x, t);
+    else sm90::give_half<BN, 1>(acc, x, t);
+    __syncthreads();
+    if (wg == 0) {
+      sm90::take_half<BN, 0>(acc, x, t);
+      sm90::store_cols<T, BN, 0, BN / 16>(acc, out, n, row, col, r1, c1);
+    } else {
+      sm90::take_half<BN, 1>(acc, x, t);
+      sm90::store_cols<T, BN, BN / 16, BN / 8>(acc, out, n, row, col, r1, c1);
     }
   }
 }

@@ -14,7 +14,8 @@
  * and variance come from one read and one reduction without the cancellation of sum and sum of squares; softmax
  * carries (max, sum of 2^((x - max) log2 e)) and rescales when combining. The team reduces by shuffles, then
  * (NT > 32) through 256 bytes of shared memory: one __syncthreads per row round, its slots alternating between
- * rounds so a fast warp's next write cannot meet a slow warp's read.
+ * rounds so a fast warp's next write cannot meet a slow warp's read. Like the attention tile, these are
+ * __noinline__ functions, so their registers are allocated apart from the loop kernel's other ops.
  */
 #ifndef ARK_ROWS_CUH
 #define ARK_ROWS_CUH
@@ -51,7 +52,9 @@ template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __h
 template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 template <typename T> __device__ __forceinline__ float from_bits(unsigned short b);
-template <> __device__ __forceinline__ float from_bits<__half>(unsigned short b) { return __half2float(__ushort_as_half(b)); }
+template <> __device__ __forceinline__ float from_bits<__half>(unsigned short b) {
+  return __half2float(__ushort_as_half(b));
+}
 template <> __device__ __forceinline__ float from_bits<__nv_bfloat16>(unsigned short b) {
   return __uint_as_float((unsigned)b << 16);
 }
@@ -99,13 +102,6 @@ __device__ __forceinline__ void store(T* p, const float (&f)[V]) {
     u.w = bits<T>(f[6]) | bits<T>(f[7]) << 16;
     *(uint4*)p = u;
   }
-}
-
-/* threadIdx.x, read where the tile runs (see attention.cuh's attn::thread): not hoisted out of the resident loop. */
-__device__ __forceinline__ int thread() {
-  int t;
-  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
-  return t;
 }
 
 __device__ __forceinline__ float ex2(float x) {  // 2^x; 2^-inf = +0
@@ -175,14 +171,17 @@ struct SoftmaxStat {
   }
 };
 
-/* One slab (NV pieces) of row `row` for this thread: piece i is the row's piece tid + (slab * NV + i) * NT. */
+/* One slab (NV pieces) of row `row` for this thread: piece i is the row's piece tid + (slab * NV + i) * NT; pieces
+ * past the row, or of a row past the tile (`live` false), are zeros read from nowhere (`safe`: an address inside
+ * the tensor, for the predicated load's other side). */
 template <typename T, typename S>
-__device__ __forceinline__ void load_slab(rows::Raw<T, S::V> (&x)[S::NV], const T* row, bool live, int tid, int slab) {
+__device__ __forceinline__ void load_slab(rows::Raw<T, S::V> (&x)[S::NV], const T* row, const T* safe, bool live,
+                                          int tid, int slab) {
 #pragma unroll
   for (int i = 0; i < S::NV; ++i) {
     const int c = tid + (slab * S::NV + i) * S::NTH;
     const bool in = live && c < S::CHUNKS;
-    x[i].load(in ? row + c * S::V : row, in);
+    x[i].load(in ? row + c * S::V : safe, in);
   }
 }
 
@@ -192,7 +191,7 @@ template <int R, typename T, int COLS, int NT>
 __device__ __noinline__ void reduce_rows(const T* x, T* out, int r0, int r1, unsigned char* smem) {
   using S = RowShape<T, COLS, NT>;
   float* red = (float*)smem;
-  const int th = rows::thread(), team = th / NT, tid = th % NT;
+  const int th = threadIdx.x, team = th / NT, tid = th % NT;
   int round = 0;
   for (int rb = r0; rb < r1; rb += S::TEAMS, ++round) {
     const int r = rb + team;
@@ -202,7 +201,7 @@ __device__ __noinline__ void reduce_rows(const T* x, T* out, int r0, int r1, uns
 #pragma unroll 1
     for (int slab = 0; slab < S::SLABS; ++slab) {
       rows::Raw<T, S::V> xv[S::NV];
-      rows::load_slab<T, S>(xv, row, live, tid, slab);
+      rows::load_slab<T, S>(xv, row, x, live, tid, slab);
 #pragma unroll
       for (int i = 0; i < S::NV; ++i) {
         if (!live || tid + (slab * S::NV + i) * NT >= S::CHUNKS) continue;
@@ -221,7 +220,7 @@ __device__ __noinline__ void softmax_rows(const T* x, T* out, int r0, int r1, un
   using S = RowShape<T, COLS, NT>;
   constexpr int V = S::V, NV = S::NV;
   float* red = (float*)smem;
-  const int th = rows::thread(), team = th / NT, tid = th % NT;
+  const int th = threadIdx.x, team = th / NT, tid = th % NT;
   int round = 0;
   for (int rb = r0; rb < r1; rb += S::TEAMS, ++round) {
     const int r = rb + team;
@@ -232,7 +231,7 @@ __device__ __noinline__ void softmax_rows(const T* x, T* out, int r0, int r1, un
     rows::Raw<T, V> xv[NV];
 #pragma unroll 1
     for (int slab = 0; slab < S::SLABS; ++slab) {
-      rows::load_slab<T, S>(xv, row, live, tid, slab);
+      rows::load_slab<T, S>(xv, row, x, live, tid, slab);
       float mine[2] = {-ARK_INF, 0.0f};
 #pragma unroll
       for (int i = 0; i < NV; ++i) {
@@ -254,7 +253,7 @@ __device__ __noinline__ void softmax_rows(const T* x, T* out, int r0, int r1, un
     const float inv = __fdividef(1.0f, stat[1]);
 #pragma unroll 1
     for (int slab = 0; slab < S::SLABS; ++slab) {
-      if constexpr (S::SLABS > 1) rows::load_slab<T, S>(xv, row, live, tid, slab);
+      if constexpr (S::SLABS > 1) rows::load_slab<T, S>(xv, row, x, live, tid, slab);
 #pragma unroll
       for (int i = 0; i < NV; ++i) {
         const int c = tid + (slab * NV + i) * NT;
@@ -275,11 +274,11 @@ __device__ __noinline__ void norm_rows(const T* x, const T* w, const T* b, T* ou
   using S = RowShape<T, COLS, NT>;
   constexpr int V = S::V, NV = S::NV, K = LAYER ? 3 : 1;
   float* red = (float*)smem;
-  const int th = rows::thread(), team = th / NT, tid = th % NT;
+  const int th = threadIdx.x, team = th / NT, tid = th % NT;
   rows::Raw<T, V> wv[NV], bv[NV];
   if constexpr (S::SLABS == 1) {  // the weights of this thread's pieces, for every row: loaded once, early
-    rows::load_slab<T, S>(wv, w, true, tid, 0);
-    if constexpr (LAYER) rows::load_slab<T, S>(bv, b, true, tid, 0);
+    rows::load_slab<T, S>(wv, w, w, true, tid, 0);
+    if constexpr (LAYER) rows::load_slab<T, S>(bv, b, b, true, tid, 0);
   }
   int round = 0;
   for (int rb = r0; rb < r1; rb += S::TEAMS, ++round) {
@@ -293,7 +292,7 @@ __device__ __noinline__ void norm_rows(const T* x, const T* w, const T* b, T* ou
     rows::Raw<T, V> xv[NV];
 #pragma unroll 1
     for (int slab = 0; slab < S::SLABS; ++slab) {
-      rows::load_slab<T, S>(xv, row, live, tid, slab);
+      rows::load_slab<T, S>(xv, row, x, live, tid, slab);
       float n = 0.0f, sum = 0.0f;
 #pragma unroll
       for (int i = 0; i < NV; ++i) {
@@ -330,9 +329,9 @@ __device__ __noinline__ void norm_rows(const T* x, const T* w, const T* b, T* ou
 #pragma unroll 1
     for (int slab = 0; slab < S::SLABS; ++slab) {
       if constexpr (S::SLABS > 1) {
-        rows::load_slab<T, S>(xv, row, live, tid, slab);
-        rows::load_slab<T, S>(wv, w, live, tid, slab);
-        if constexpr (LAYER) rows::load_slab<T, S>(bv, b, live, tid, slab);
+        rows::load_slab<T, S>(xv, row, x, live, tid, slab);
+        rows::load_slab<T, S>(wv, w, w, live, tid, slab);
+        if constexpr (LAYER) rows::load_slab<T, S>(bv, b, b, live, tid, slab);
       }
 #pragma unroll
       for (int i = 0; i < NV; ++i) {
