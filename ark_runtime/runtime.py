@@ -64,7 +64,7 @@ class TransferReport:
     tensor: str
     path: str  # "engine:<name>" or "sm"
     bytes: int
-    time_us: float  # the last iteration's copy, start to completion, by the GPU's clock
+    time_us: float  # the last iteration's copy by the GPU clock: its longest tile (an SM copy's tiles run side by side)
     uses_sms: bool
 
 
@@ -418,10 +418,12 @@ class Runtime:
         for op in self.model.ops:
             if op.kind != "copy":
                 continue
-            tiles = [i for i, t in enumerate(self.plan.tiles) if t["op"] == op.id]  # on the SMs, one per block
-            start, end = int(ns[tiles, 0].min()), int(ns[tiles, 1].max())
+            tiles = [i for i, t in enumerate(self.plan.tiles) if t["op"] == op.id]
+            # the longest of its tiles: an SM copy's tiles run side by side on as many SMs (their stamps may come
+            # from different iterations, since CTAs that wait for no other run ahead, so no span is taken)
+            took = int((ns[tiles, 1].astype(np.int64) - ns[tiles, 0].astype(np.int64)).max())
             out.append(TransferReport(op.id, self.model.tensors[op.output].name, self._paths[op.id],
-                                      self.model.tensors[op.output].nbytes, max(end - start, 0) / 1e3,
+                                      self.model.tensors[op.output].nbytes, max(took, 0) / 1e3,
                                       self._paths[op.id] == "sm"))
         return out
 
