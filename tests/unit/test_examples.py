@@ -39,3 +39,49 @@ def test_offload_example_runs_on_a_gpu(capsys):
         pytest.skip(f"needs a CUDA GPU: {reason}")
     assert main(["--steps", "6", "--floats", str(1 << 18)]) == 0
     assert "every byte checked" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--hidden", "100", "--heads", "8"], "not a multiple of --heads"),
+    (["--seq", "0"], "--seq must be at least 1"),
+    (["--dtype", "int8"], "invalid choice"),
+])
+def test_loop_model_example_refuses_bad_arguments(args, says, capsys):
+    from examples.loop_model import main
+
+    with pytest.raises(SystemExit):
+        main(args)
+    assert says in capsys.readouterr().err
+
+
+def test_loop_model_example_plans_and_compiles_without_a_gpu():
+    from ark_runtime.kernel.codegen import generate
+    from ark_runtime.plan import build_plan
+    from ark_runtime.scheduler import DeviceSpec
+    from driver.gpu import compile
+    from ark_runtime.kernel.codegen import INCLUDE_DIR
+    from examples.loop_model import block
+
+    m = block(32, 128, 4, "bf16")
+    assert [op.kind for op in m.ops][-1] == "copy"
+    try:
+        from cupy.cuda import nvrtc
+
+        nvrtc.getVersion()
+    except Exception as exc:  # CuPy or libnvrtc missing
+        pytest.skip(f"NVRTC is not available: {exc}")
+    src = generate(m, build_plan(m, DeviceSpec(num_sms=16, wgmma=False)))
+    assert compile.cubin(src.text, extra=(f"-I{INCLUDE_DIR}",))[:4] == b"\x7fELF"
+
+
+@pytest.mark.gpu
+def test_loop_model_example_runs_on_a_gpu(capsys):
+    from driver.gpu.launch import gpu_unavailable_reason
+    from examples.loop_model import main
+
+    reason = gpu_unavailable_reason()
+    if reason:
+        pytest.skip(f"needs a CUDA GPU: {reason}")
+    assert main(["--seq", "64", "--hidden", "256", "--heads", "4", "--iterations", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "largest error against float64" in out and "copy of" in out and "iteration" in out
