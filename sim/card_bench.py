@@ -25,16 +25,14 @@ QUICK_SIZES = (64, 4096, 8192, 65536)
 QUICK_TOTAL_BYTES = 16 << 10
 MODEL_BYTES = 8192  # the end-to-end model's descriptor
 JOB_ENV, RESULT_ENV = "ARKDMA_CARD_BENCH_JOB", "ARKDMA_SIM_RESULT"  # the job's file and the result's, JSON
-MAX_SIMULATED_BYTES = 16 << 20  # through the PCIe model a MiB takes about two minutes of simulation
+MAX_SIMULATED_BYTES = 16 << 20  # through the PCIe model a MiB takes ~15 s of simulation (the 64-bit card: ~2 min)
 
 
 def card_params(**given) -> EngineParams:
-    """The card's engine: the board-sized 64-bit engine the requester serves (sim/card.py)."""
-    from sim.board import board_params
+    """The card's engine (sim/card.py): 256-bit unless `data_width` says 64 or 128."""
+    from fpga.cores.pcie_card_top import card_params as card
 
-    if given.get("data_width", 64) != 64:
-        raise ValueError(f"the card's PCIe requester serves a 64-bit engine, not --data-width {given['data_width']}")
-    return board_params(**given)
+    return card(**given)
 
 
 @dataclass(frozen=True)
@@ -58,7 +56,7 @@ class CardBenchConfig:
         if self.simulated_bytes() > MAX_SIMULATED_BYTES:
             raise ValueError(
                 f"this bench would move {self.simulated_bytes():,} bytes through the PCIe model, more than the "
-                f"{MAX_SIMULATED_BYTES:,} one run should take (about two minutes of simulation per MiB); give fewer "
+                f"{MAX_SIMULATED_BYTES:,} one run should take (15 s to two minutes of simulation per MiB); give fewer "
                 "--sizes or --link, a smaller --total-bytes or --min-descriptors, or --quick")
 
     def count(self, size: int) -> int:

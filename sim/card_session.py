@@ -23,7 +23,7 @@ from driver import register_program as rp
 from driver.abi import QUEUE, Flag, Perm
 from driver.descriptor import Descriptor
 from driver.memory import BusMemory
-from sim.card import bar0_bytes
+from sim.card import bar0_bytes, card_params
 from sim.driver_model import SimDriver
 
 PERIOD_NS = 4.0  # the block's 250 MHz user clock
@@ -170,9 +170,7 @@ async def copy_checked(driver: SimDriver, slow: SimDriver, host, src: bytes, dst
 
 @cocotb.test()
 async def card_first_light(dut):
-    from sim.board import board_params
-
-    params = board_params(num_queues=2, slots=16, num_regions=8)
+    params = card_params(num_queues=2, slots=16, num_regions=8)
     card = Card(dut)
     await card.open(bar0_bytes(params))
     result = {"bar0_bytes": bar0_bytes(params)}

@@ -17,7 +17,7 @@ from cocotbext.pcie.core.caps import PciCapId
 from cocotbext.pcie.core.tlp import TlpType
 
 from driver.abi import Perm
-from sim.card import bar0_bytes
+from sim.card import bar0_bytes, card_params
 from sim.card_session import GUARD, PERIOD_NS, Card, CardTB, copy_checked
 from sim.driver_model import SimDriver
 
@@ -72,9 +72,7 @@ async def copy(driver: SimDriver, slow: SimDriver, host, sizes: list[int], poste
 
 @cocotb.test()
 async def card_request_sizes(dut):
-    from sim.board import board_params
-
-    params = board_params(num_queues=2, slots=16, num_regions=8)
+    params = card_params(num_queues=2, slots=16, num_regions=8)
     card = Card(dut)  # (its block model drives the card's cfg_max_read_req and cfg_max_payload)
     card.rc.max_payload_size = 0  # the host's MPS: 128 bytes, set in the card at enumeration
     await card.open(bar0_bytes(params))

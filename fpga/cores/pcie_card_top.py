@@ -20,11 +20,28 @@ from fpga.cores.pcie4_ip import IP_MODULE
 from rtl.params import EngineParams
 from rtl.pcie_completer import CC_USER_BITS, CQ_USER_BITS, WIDTH, PcieCompleter, axis_signature
 from rtl.pcie_requester import COMPLETION_TIMEOUT_CYCLES, RC_USER_BITS, RQ_USER_BITS, SIZE_CODE_BITS, PcieRequester
+from rtl.pcie_requests import REQUESTER_DATA_WIDTHS
 
 USER_CLOCK_MHZ = 250.0  # the block's user clock at Gen3 x8 with a 256-bit interface
 HEARTBEAT_BIT = 28  # LED 0 toggles every 2**28 system-clock cycles: about 1 Hz at 300 MHz
 ACTIVITY_CYCLES = 1 << 22  # LED 2 stays lit this long after a BAR access or a DMA request: ~17 ms at 250 MHz
 TOP_NAME = "arkdma_card_top"
+CARD_DATA_WIDTH = 256  # the block's interface: the requester moves a whole beat a cycle each way
+# 32 read bursts of 512 bytes in flight (16 KiB): a host round trip of ~2 us at gen3x8's 6.6 GB/s wants ~13 KiB
+CARD_BURST_BYTES = 512
+CARD_READS_OUTSTANDING = 32
+
+
+def card_params(**given) -> EngineParams:
+    """The card's engine: 256-bit by default (`data_width=64`: a 64-bit engine sized like the board's), 512-byte
+    bursts, 32 reads in flight; any EngineParams field in `given` overrides."""
+    width = given.get("data_width", CARD_DATA_WIDTH)
+    if width not in REQUESTER_DATA_WIDTHS:
+        raise ValueError(f"the card's PCIe requester packs {', '.join(map(str, REQUESTER_DATA_WIDTHS))}-bit engine "
+                         f"beats into the block's {WIDTH}-bit beats, not {width}-bit ones")
+    defaults = dict(data_width=width, reads_outstanding=CARD_READS_OUTSTANDING,
+                    max_burst_beats=CARD_BURST_BYTES * 8 // width, buffer_bytes=8192 if width == 64 else 32768)
+    return EngineParams(**{**defaults, **given})
 
 
 def bar0_bytes(params: EngineParams) -> int:
@@ -56,7 +73,7 @@ class PcieCard(wiring.Component):
         m = Module()
         m.submodules.completer = completer = PcieCompleter()
         m.submodules.engine_on_bus = core = EngineOnBus(p, ram_bytes=None)
-        m.submodules.requester = requester = PcieRequester(id_width=p.read_id_width,
+        m.submodules.requester = requester = PcieRequester(id_width=p.read_id_width, data_width=p.data_width,
                                                            max_burst_beats=p.max_burst_beats,
                                                            completion_timeout_cycles=self.completion_timeout_cycles)
         wiring.connect(m, wiring.flipped(self.cq), completer.cq)

@@ -76,9 +76,9 @@ def reference_for(scenario: Scenario, out: Outcome) -> Outcome:
     return reference(scenario.with_advance(done))
 
 
-# The card through its PCIe model moves the engine's data a DWORD a cycle and each completion through the
-# root complex model in Python: CI plays every scenario up to this many buffer bytes (49 of them, about a
-# minute), the rest under `slow`.
+# The card through its PCIe model passes every request and completion through the root complex model in
+# Python: CI plays every scenario up to this many buffer bytes (49 of them, about a minute after the builds),
+# the rest under `slow`.
 CARD_SIM_CI_BYTES = 70_000
 
 

@@ -18,11 +18,10 @@ def run_card(tmp_path, module: str, testcase: str, *, top=None, env: dict | None
     if reason:
         pytest.skip(f"cannot simulate here: {reason}")
     pytest.importorskip("cocotbext.pcie")
-    from sim.board import board_params
     from sim.build import build, run
-    from sim.card import CARD
+    from sim.card import CARD, card_params
 
-    model = build(board_params(**GEOMETRY), top=top or CARD)
+    model = build(card_params(**GEOMETRY), top=top or CARD)
     out = tmp_path / "result.json"
     run(model, module, tmp_path / "run", env={"ARKDMA_SIM_RESULT": str(out), **(env or {})}, testcase=testcase)
     return json.loads(out.read_text())

@@ -51,7 +51,7 @@ def _needs_toolchain():
 @pytest.mark.parametrize("argv, says", [
     (["--sizes", "1048576", "--min-descriptors", "64"], "would move"),
     (["--total-bytes", str(1 << 30)], "would move"),
-    (["--data-width", "512"], "64-bit engine"),
+    (["--data-width", "512"], "not 512-bit"),
     (["--slots", "3"], "slots"),
     (["--clock-mhz", "100"], "link's user clock"),
 ])

@@ -1,0 +1,180 @@
+"""PcieWriteSender: the engine's write bursts (its AXI4 AW, W and B channels, as a slave) as memory write requests
+on the UltraScale+ PCIe block's RQ stream (256 bits, DWORD-aligned, no straddling), a 256-bit beat a cycle.
+
+- A burst is sent from its first enabled byte to its last (the engine's strobes are one contiguous range), cut
+  at every multiple of the payload size (so none is larger and none crosses 4 KiB). `max_payload` is the
+  Max_Payload_Size code the host set, capped at `max_payload_bytes` and sampled while no burst is being cut.
+- Each request goes out as soon as all its data is gathered (the burst's last one waits for its last beat,
+  whose strobes end it), its header beat carrying its first four DWORDs, then eight DWORDs a beat.
+- Two gather buffers: the next burst's address and data are taken while the previous burst's requests are
+  still going out, so bursts follow each other on RQ without a gap. A burst's response is OKAY once its last
+  request is on the stream (PCIe writes are posted and stay in order); responses come in burst order.
+
+The buffers hold 256-bit rows of DWORDs counted from the burst's address rounded down to 32 bytes: an engine
+beat fills its lanes of a row, and an RQ beat takes any eight consecutive DWORDs from two rows.
+"""
+
+from __future__ import annotations
+
+from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from driver.abi import Resp
+from rtl.axi import axi_channels
+from rtl.pcie_completer import DWORDS, WIDTH, axis_signature
+from rtl.pcie_requests import (MEM_WRITE, REQUESTER_DATA_WIDTHS, RQ_USER_BITS, SIZE_CODE_BITS, SIZES, capped,
+                               lanes_mask, rq_header, size_of)
+
+HALVES = 2  # gather buffers
+
+
+def _lowest(nibbles: list) -> Signal:
+    """The index of the first nonzero 4-bit strobe nibble (0 if none)."""
+    out = Const(0, max(1, (len(nibbles) - 1).bit_length()))
+    for i in reversed(range(len(nibbles))):
+        out = Mux(nibbles[i] != 0, i, out)
+    return out
+
+
+def _highest(nibbles: list) -> Signal:
+    out = Const(0, max(1, (len(nibbles) - 1).bit_length()))
+    for i in range(len(nibbles)):
+        out = Mux(nibbles[i] != 0, i, out)
+    return out
+
+
+class PcieWriteSender(wiring.Component):
+    def __init__(self, *, data_width: int, id_width: int, max_burst_beats: int, max_payload_bytes: int = 1024):
+        if data_width not in REQUESTER_DATA_WIDTHS:
+            raise ValueError(f"data_width must be one of {REQUESTER_DATA_WIDTHS}, not {data_width}")
+        if max_payload_bytes not in SIZES:
+            raise ValueError(f"max_payload_bytes must be a PCIe payload size (128..4096), not {max_payload_bytes}")
+        if not 1 <= max_burst_beats <= 256 or max_burst_beats * data_width // 8 > 4096:
+            raise ValueError(f"max_burst_beats must be 1..256 and a burst at most 4 KiB, not {max_burst_beats} "
+                             f"beats of {data_width} bits")
+        self.data_width, self.id_width, self.max_burst_beats = data_width, id_width, max_burst_beats
+        self.max_payload_bytes = max_payload_bytes
+        super().__init__({
+            "axi": In(axi_channels(64, data_width, id_width, "aw", "w", "b")),
+            "rq": Out(axis_signature(WIDTH, RQ_USER_BITS)),
+            "max_payload": In(SIZE_CODE_BITS),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        axi, rq = self.axi, self.rq
+        db = self.data_width // 8
+        per_beat = db // 4  # DWORDs an engine beat carries
+        lg = (db - 1).bit_length()
+        beats = self.max_burst_beats
+        rows = 1 << max(1, (-(-(DWORDS - per_beat + beats * per_beat) // DWORDS) - 1).bit_length())
+        rb = (rows - 1).bit_length()
+        pos_shape = range(DWORDS * rows + 1)  # a DWORD's place in its buffer
+
+        m.submodules.buf = buf = Memory(shape=WIDTH, depth=HALVES * rows, init=[])
+        buf_w = buf.write_port(granularity=32)
+        row_a, row_b = buf.read_port(domain="comb"), buf.read_port(domain="comb")
+
+        # --- per gather buffer: the burst it holds -------------------------------------------------------------
+        def per_half(shape, name):
+            return Array(Signal(shape, name=f"{name}{h}") for h in range(HALVES))
+
+        busy = per_half(1, "busy")  # its address is taken, its response not yet given
+        full = per_half(1, "full")  # its last beat is in
+        sent = per_half(1, "sent")  # its last request is out
+        addr, wid = per_half(64, "addr"), per_half(self.id_width, "id")
+        count = per_half(range(beats + 1), "count")  # beats gathered
+        first_dw, end_dw = per_half(pos_shape, "first_dw"), per_half(pos_shape, "end_dw")  # its first and last
+        first_be, end_be = per_half(4, "first_be"), per_half(4, "end_be")
+        aw_at, w_at, s_at, b_at = (Signal(name=n) for n in ("aw_at", "w_at", "s_at", "b_at"))
+
+        def lane0(a):
+            """The DWORD lane of a burst's first beat in its first row."""
+            return Cat(Const(0, lg - 2), a[lg:5])
+
+        # --- AW, W and B ---------------------------------------------------------------------------------------
+        m.d.comb += axi.awready.eq(~busy[aw_at])
+        with m.If(axi.awvalid & axi.awready):
+            m.d.sync += [busy[aw_at].eq(1), full[aw_at].eq(0), sent[aw_at].eq(0), addr[aw_at].eq(axi.awaddr),
+                         wid[aw_at].eq(axi.awid), count[aw_at].eq(0), aw_at.eq(~aw_at)]
+
+        m.d.comb += axi.wready.eq(busy[w_at] & ~full[w_at])
+        k = Signal.like(count[0], name="w_beat")
+        at = Signal(pos_shape, name="w_pos")
+        m.d.comb += [k.eq(count[w_at]), at.eq(lane0(addr[w_at]) + k * per_beat)]
+        nibbles = [axi.wstrb[4 * i:4 * i + 4] for i in range(per_beat)]
+        lo, hi = _lowest(nibbles), _highest(nibbles)
+        m.d.comb += [buf_w.addr.eq(Cat(at[3:3 + rb], w_at)), buf_w.data.eq(Cat([axi.wdata] * (DWORDS // per_beat)))]
+        with m.If(axi.wvalid & axi.wready):
+            m.d.comb += buf_w.en.eq(Const((1 << per_beat) - 1, DWORDS) << at[:3])
+            m.d.sync += [count[w_at].eq(k + 1), end_dw[w_at].eq(at + hi),
+                         end_be[w_at].eq(axi.wstrb.word_select(hi, 4))]
+            with m.If(k == 0):
+                m.d.sync += [first_dw[w_at].eq(at + lo), first_be[w_at].eq(axi.wstrb.word_select(lo, 4))]
+            with m.If(axi.wlast):
+                m.d.sync += [full[w_at].eq(1), w_at.eq(~w_at)]
+
+        m.d.comb += [axi.bvalid.eq(busy[b_at] & sent[b_at]), axi.bid.eq(wid[b_at]), axi.bresp.eq(Resp.OKAY)]
+        with m.If(axi.bvalid & axi.bready):
+            m.d.sync += [busy[b_at].eq(0), b_at.eq(~b_at)]
+
+        # --- the sender: the burst in buffer s_at, a request at a time -----------------------------------------
+        mps_code = Signal(SIZE_CODE_BITS)
+        mps_dwords = size_of(mps_code, self.max_payload_bytes, 4)
+        mid = Signal()  # the burst's first request is out, its last not yet
+        dw = Signal(pos_shape)  # the next DWORD to send (while mid)
+        in_tlp = Signal()  # a request's data beats are going out
+        tlp_left = Signal(range(1024 + 1))  # its DWORDs still to go
+        tlp_be, tlp_last = Signal(8), Signal()
+
+        s = s_at
+        cur = Signal(pos_shape, name="cur_dw")
+        m.d.comb += cur.eq(Mux(mid, dw, first_dw[s]))
+        m.d.comb += [row_a.addr.eq(Cat(cur[3:3 + rb], s)), row_b.addr.eq(Cat((cur[3:3 + rb] + 1)[:rb], s))]
+        window = Signal(WIDTH)
+        m.d.comb += window.eq((Cat(row_a.data, row_b.data) >> (cur[:3] * 32))[:WIDTH])
+
+        tlp_addr = Signal(64)
+        m.d.comb += tlp_addr.eq((addr[s] & ~Const(31, 64)) + (cur << 2))
+        room, left, n = Signal(range(1024 + 1)), Signal(pos_shape), Signal(range(1024 + 1))
+        last = Signal()  # the request is the burst's last
+        m.d.comb += [room.eq(mps_dwords - (tlp_addr[2:12] & (mps_dwords - 1))),
+                     left.eq(end_dw[s] - cur + 1),
+                     last.eq(full[s] & (left <= room)),
+                     n.eq(Mux(last, left, room))]
+        gathered = lane0(addr[s]) + count[s] * per_beat  # DWORDs in the buffer so far (one past the last)
+        header_ready = Signal()
+        m.d.comb += header_ready.eq(busy[s] & ~sent[s] & (count[s] != 0) & (full[s] | (cur + room <= gathered)))
+
+        fbe = Mux(~mid, first_be[s], 0xF) & Mux((n == 1) & last, end_be[s], 0xF)
+        lbe = Mux(n == 1, 0, Mux(last, end_be[s], 0xF))
+        head_data = Mux(n > 4, 4, n)
+        fire = rq.tvalid & rq.tready
+
+        def finish():
+            m.d.sync += [sent[s].eq(1), s_at.eq(~s_at), mid.eq(0)]
+
+        with m.If(in_tlp):
+            step = Mux(tlp_left > DWORDS, DWORDS, tlp_left)
+            m.d.comb += [rq.tvalid.eq(1), rq.tdata.eq(window), rq.tkeep.eq(lanes_mask(tlp_left)),
+                         rq.tuser.eq(tlp_be), rq.tlast.eq(tlp_left <= DWORDS)]
+            with m.If(fire):
+                m.d.sync += [dw.eq(dw + step), tlp_left.eq(tlp_left - step)]
+                with m.If(tlp_left <= DWORDS):
+                    m.d.sync += in_tlp.eq(0)
+                    with m.If(tlp_last):
+                        finish()
+        with m.Else():
+            m.d.comb += [rq.tvalid.eq(header_ready), rq.tdata.eq(Cat(rq_header(tlp_addr, n, MEM_WRITE, Const(0, 8)),
+                                                                     window[:WIDTH // 2])),
+                         rq.tkeep.eq(lanes_mask(4 + head_data)), rq.tuser.eq(Cat(fbe, lbe)), rq.tlast.eq(n <= 4)]
+            with m.If(fire):
+                m.d.sync += [dw.eq(cur + head_data), tlp_left.eq(n - head_data), mid.eq(1),
+                             tlp_be.eq(Cat(fbe, lbe)), tlp_last.eq(last), in_tlp.eq(n > 4)]
+                with m.If((n <= 4) & last):
+                    finish()
+            with m.Elif(~mid):  # no burst is being cut: the host's size is taken now
+                m.d.sync += mps_code.eq(capped(self.max_payload, self.max_payload_bytes))
+        return m
