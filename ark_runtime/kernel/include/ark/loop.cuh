@@ -132,21 +132,10 @@ __device__ bool spin_until(const Program& p, int word, unsigned long long target
   }
 }
 
-__device__ __forceinline__ unsigned long long load_relaxed_gpu(const unsigned long long* p) {
-  unsigned long long v;
-  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-
-constexpr int LOOK = 8;  // words a lane reads at once
-
 /* Warp 0, every lane: the `count` consecutive waits at `w` (two int4 each) of iteration `it`, all at once. A wait
  * on a tile's counter is one word; a wait on an op's group is every member's word (the group's value is their
- * least). The words of all the waits are dealt out to the 32 lanes, and a lane reads LOOK of its words at once
- * (their member ids, then the counters, relaxed): a satisfied wait on a group of 256 tiles costs two round trips
- * to L2 and a fence, where one acquire load after another cost one per word (each emptying L1, so the next
- * member id was a round trip too). A word not yet there is spun on with acquire loads. True on every lane when
- * all were met; what the signalling tiles wrote is then visible to the CTA (after its barrier). */
+ * least). The words of all the waits are dealt out to the 32 lanes, so a wait costs one round trip to L2
+ * however many tiles it covers, and consecutive waits overlap. True on every lane when all were met. */
 __device__ bool wait_all(const Program& p, const int4* w, int count, unsigned long long it) {
   const int lane = threadIdx.x & 31;
   const unsigned long long t0 = arkdma::now_ns();
@@ -156,23 +145,10 @@ __device__ bool wait_all(const Program& p, const int4* w, int count, unsigned lo
     const int4 in = w[2 * k], g = w[2 * k + 1];
     const int n = g.y == 0 ? 1 : g.y;
     const unsigned long long target = it + (unsigned long long)in.z;
-    for (int m0 = ((lane - first) % 32 + 32) % 32; m0 < n && ok; m0 += 32 * LOOK) {
-      int word[LOOK];
-      unsigned long long v[LOOK];
-#pragma unroll
-      for (int j = 0; j < LOOK; ++j) {
-        const int m = m0 + 32 * j;
-        word[j] = m >= n ? -1 : g.y == 0 ? in.y : p.members[g.x + m];
-      }
-#pragma unroll
-      for (int j = 0; j < LOOK; ++j) v[j] = word[j] < 0 ? ~0ull : load_relaxed_gpu(p.counters + word[j]);
-#pragma unroll
-      for (int j = 0; j < LOOK; ++j)
-        if (ok && v[j] < target) ok = spin_until(p, word[j], target, in.w, in.y, t0);
-    }
+    for (int m = ((lane - first) % 32 + 32) % 32; m < n && ok; m += 32)
+      ok = spin_until(p, g.y == 0 ? in.y : p.members[g.x + m], target, in.w, in.y, t0);
     first += n;
   }
-  __threadfence();  // acquire, for the words the relaxed loads above found already signalled
   return __all_sync(0xffffffffu, ok);
 }
 
