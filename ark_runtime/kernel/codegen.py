@@ -1,7 +1,8 @@
-"""The loop kernel of one model as readable CUDA C++: one `case` per op calling its op template
-(include/ark/*.cuh) with the op's shapes, dtypes and tile sizes as constants, and the resident loop that
-plays the plan's streams. Addresses, region ids and the plan's arrays are data (`Program`), so one model
-compiles once whatever memory it runs on; the source's hash keys the compile cache."""
+"""The loop kernel of one model as readable CUDA C++: a `case` per distinct op (ops that do the same thing on other
+tensors share one) calling its op template (include/ark/*.cuh) with the op's shapes, dtypes and tile sizes as
+constants, and the resident loop that plays the plan's streams. Addresses, region ids and the plan's arrays are
+data (`Program`), so one model compiles once whatever memory it runs on; the source's hash keys the compile
+cache."""
 
 from __future__ import annotations
 
@@ -13,9 +14,7 @@ from pathlib import Path
 from ark_runtime.model import DTYPE_BYTES, Model, ModelError, Op, Tensor
 from ark_runtime.kernel.records import layout_checks
 from ark_runtime.plan import Plan
-from ark_runtime.tiling import matmul_block, skinny, skinny_cols
-from ark_runtime.tiling import sm90_matmul_block
-from ark_runtime.tiling import attention_block, row_team
+from ark_runtime.tiling import attention_block, matmul_block, row_team, skinny, skinny_cols, sm90_matmul_block
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 HEADERS = ("numeric.cuh", "elementwise.cuh", "rows.cuh", "matmul.cuh", "matmul_sm90.cuh", "gemv.cuh", "attention.cuh",
@@ -25,7 +24,6 @@ THREADS = 256
 BK, KB, WARPS = 32, 32, 8  # as matmul.cuh and attention.cuh
 MAX_HEAD_DIM = 256
 MAX_SHARED_TENSORS = 2048  # tensor addresses the kernel keeps in shared memory (16 KiB); more are read from global
-DEFAULT_SMEM = 48 * 1024
 UNARY_CODE = {"gelu": "GELU", "silu": "SILU", "relu": "RELU", "exp": "EXP", "neg": "NEG", "sqrt": "SQRT",
               "rsqrt": "RSQRT", "identity": "IDENTITY"}
 BINARY_CODE = {"add": "ADD", "sub": "SUB", "mul": "MUL", "div": "DIV", "max": "MAX"}
