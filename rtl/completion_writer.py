@@ -12,6 +12,7 @@ from rtl.records import CODE_BITS, completion_writer_port_signature, write_sourc
 from rtl.params import index_bits
 from rtl.region_table import lookup_signature
 from rtl.round_robin import RoundRobin
+from rtl.validator import _sum_exceeds
 
 OUTSTANDING = 16  # completion-word writes awaiting their response
 
@@ -48,20 +49,21 @@ class CompletionWriter(wiring.Component):
         offset = Signal(64)
         addr = Signal(64)
         aw_done, w_done = Signal(), Signal()
-        code = Signal(CODE_BITS)
+        code, code_r = Signal(CODE_BITS), Signal(CODE_BITS)
+        ok_r = Signal()
         entry = self.region.entry
         # `take` happens in IDLE, before `q` holds the grant: it names the queue granted now. (Naming `q`, the
         # queue served before, cleared that queue's dirty bit: a word due after its capture was never
         # written, e.g. the halt of a queue when another queue's word was written next.)
         m.d.comb += [self.queues.take.queue.eq(rr.grant), self.queues.ok.queue.eq(q), self.queues.fail.queue.eq(q),
-                     self.queues.fail.code.eq(code), self.queues.issue.queue.eq(q)]
+                     self.queues.fail.code.eq(code_r), self.queues.issue.queue.eq(q), self.queues.ok.valid.eq(ok_r)]
         with m.If(entry.perms == 0):
             m.d.comb += code.eq(ErrorCode.UNKNOWN_REGION)
         with m.Elif(~entry.perms[(Perm.WRITE).bit_length() - 1]):
             m.d.comb += code.eq(ErrorCode.PERMISSION)
         with m.Elif((entry.addr[:3] + offset[:3])[:3] != 0):  # the bus address: one aligned 8-byte write
             m.d.comb += code.eq(ErrorCode.MISALIGNED)
-        with m.Elif(offset + COMPLETION_BYTES > entry.size):
+        with m.Elif(_sum_exceeds(offset, Const(COMPLETION_BYTES, 4), entry.size)):
             m.d.comb += code.eq(ErrorCode.OUT_OF_BOUNDS)
 
         lane = addr[3:lg] if lg > 3 else Const(0, 1)
@@ -83,15 +85,22 @@ class CompletionWriter(wiring.Component):
                                  offset.eq(self.queues.compl_offset[rr.grant])]
                     m.next = "LOOK"
             with m.State("LOOK"):
-                m.d.sync += [addr.eq(entry.addr + offset), aw_done.eq(0), w_done.eq(0)]
+                # the check's outcome is registered: a failed check at enable halts the queue from FAIL, a cycle
+                # later; a passed one clears `checking` as the write starts (the write itself loses no cycle)
+                m.d.sync += [addr.eq(entry.addr + offset), aw_done.eq(0), w_done.eq(0), code_r.eq(code)]
                 with m.If(code != 0):
-                    m.d.comb += self.queues.fail.valid.eq(check)
-                    with m.If(~check | self.queues.fail.ready):
-                        m.next = "IDLE"
+                    m.next = "IDLE"
+                    with m.If(check):
+                        m.next = "FAIL"
                 with m.Else():
-                    m.d.comb += self.queues.ok.valid.eq(check)
+                    m.d.sync += ok_r.eq(check)
                     m.next = "WRITE"
+            with m.State("FAIL"):
+                m.d.comb += self.queues.fail.valid.eq(1)
+                with m.If(self.queues.fail.ready):
+                    m.next = "IDLE"
             with m.State("WRITE"):
+                m.d.sync += ok_r.eq(0)
                 m.d.comb += [bus.aw.valid.eq(~aw_done & acks.w_rdy), bus.w.valid.eq(~w_done)]
                 aw_now = bus.aw.valid & bus.aw.ready
                 w_now = bus.w.valid & bus.w.ready

@@ -145,7 +145,15 @@ class Engine(wiring.Component):
         wiring.connect(m, wdata.buf, buf.read_port())
         centq = m.submodules.centq = SyncFIFOBuffered(width=centry_layout(p.queue_bits).size, depth=p.writes_outstanding)
         wiring.connect(m, planner.cent, centq.w_stream)
-        wiring.connect(m, centq.r_stream, completion.cent)
+        # the completion unit reads its entry from a register, not from the FIFO's block RAM (whose output is
+        # late): an entry is written at its burst's address, a memory round trip before its response
+        cent_valid, cent_data = Signal(), Signal(centry_layout(p.queue_bits))
+        m.d.comb += [centq.r_en.eq(~cent_valid | completion.cent.ready),
+                     completion.cent.valid.eq(cent_valid), completion.cent.payload.eq(cent_data)]
+        with m.If(completion.cent.ready):
+            m.d.sync += cent_valid.eq(0)
+        with m.If(centq.r_en & centq.r_rdy):
+            m.d.sync += [cent_valid.eq(1), cent_data.eq(centq.r_data)]
         wiring.connect(m, planner.aw, wmux.data.aw)
         wiring.connect(m, wdata.w, wmux.data.w)
         wiring.connect(m, wmux.data.b, completion.b)

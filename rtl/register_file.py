@@ -79,7 +79,11 @@ class RegisterFile(wiring.Component):
                         m.d.sync += self.flush.eq(1)
                 with m.Case(g["ERRLOG_POP"]):
                     m.d.comb += self.log.pop.eq(1)
-        with m.If(self.flush & self.drained):
+        # `drained` is registered (its terms come from every stage): it counts once the flush has held for a
+        # cycle, so that what started in the cycle before the flush has shown in it
+        drained_r, flushing = Signal(), Signal()
+        m.d.sync += [drained_r.eq(self.drained), flushing.eq(self.flush & ~self.soft_reset)]
+        with m.If(self.flush & flushing & drained_r):
             m.d.comb += self.soft_reset.eq(1)
             m.d.sync += self.flush.eq(0)
 

@@ -133,18 +133,26 @@ class WritePlanner(wiring.Component):
         def at_or_after(x, y):
             return ~(x - y)[rp - 1]
 
-        ready_rows, fault_here = Signal(), Signal()
+        # The fault's place against the current burst is compared a cycle ahead and holds while neither the
+        # fault nor the burst changed (no issue, no load): waiting costs nothing, since `filled` stops at the
+        # failed burst's first row, so no burst that needs that row can issue meanwhile.
+        ready_rows, fault_here, fault_in, moved = Signal(), Signal(), Signal(), Signal()
+        m.d.sync += fault_in.eq(fault & at_or_after(fq_row, cur.row0) & ~at_or_after(fq_row, cp["reach"])
+                                & ~at_or_after(fq_row, cj["end"]))
         m.d.comb += [
             ready_rows.eq(at_or_after(self.filled, cp["reach"]) | at_or_after(self.filled, cj["end"])),
-            fault_here.eq(fault & at_or_after(fq_row, cur.row0) & ~at_or_after(fq_row, cp["reach"])
-                          & ~at_or_after(fq_row, cj["end"])),
+            fault_here.eq(fault & fault_in & ~moved),
         ]
 
         # --- AW register ----------------------------------------------------------------
+        # Two places: the AW register and a spare behind it. A burst may issue while the spare is free, so the
+        # decision does not wait on the write mux's `ready` (an address waits in the spare at most one cycle more)
         aw_free = Signal()
-        m.d.comb += aw_free.eq(~self.aw.valid | self.aw.ready)
+        sp_valid, sp_addr, sp_len = Signal(), Signal(64), Signal(8)
+        m.d.comb += aw_free.eq(~sp_valid)
         with m.If(self.aw.ready):
-            m.d.sync += self.aw.valid.eq(0)
+            m.d.sync += [self.aw.valid.eq(sp_valid), self.aw.payload.addr.eq(sp_addr), self.aw.payload.len.eq(sp_len),
+                         sp_valid.eq(0)]
 
         # --- what the current job does this cycle ------------------------------------------
         # A queue stop is seen a cycle late, except the planner's own (the next job may be of that queue).
@@ -163,6 +171,24 @@ class WritePlanner(wiring.Component):
         finish = Signal()
         fail_ack = Signal()
         issue = Signal()
+        # A burst's issue, flat: every term but `ready_rows` is ready early, so the decision is the rows' compare
+        # and one gate (it fans out to the plan registers). The address goes to the AW register, or to the spare
+        # while the AW register's address is still waiting.
+        go_burst, issue_imm = Signal(), Signal()
+        send = aw_free & self.went.ready & self.cent.ready
+        m.d.comb += [
+            go_burst.eq(cur_valid & (cur.kind == JobKind.COPY) & ~cj["zero"] & ~stopped & ~fault_here & send),
+            issue_imm.eq(cur_valid & (cur.kind == JobKind.IMM) & ~stopped & send),
+            issue.eq(issue_imm | (go_burst & ready_rows)),
+        ]
+        new_addr, new_len = Signal(64), Signal(8)
+        m.d.comb += [new_addr.eq(Mux(cur.kind == JobKind.IMM, cur.dst_addr & ~(dwb - 1), cp["addr"])),
+                     new_len.eq(Mux(cur.kind == JobKind.IMM, 0, cp["beats"] - 1))]
+        with m.If(issue):
+            with m.If(self.aw.valid & ~self.aw.ready):
+                m.d.sync += [sp_valid.eq(1), sp_addr.eq(new_addr), sp_len.eq(new_len)]
+            with m.Else():
+                m.d.sync += [self.aw.valid.eq(1), self.aw.payload.addr.eq(new_addr), self.aw.payload.len.eq(new_len)]
         m.d.sync += self.stop.valid.eq(0)
         with m.If(cur_valid):
             with m.If(cur.kind == JobKind.ERROR):
@@ -175,10 +201,7 @@ class WritePlanner(wiring.Component):
             with m.Elif(cur.kind == JobKind.IMM):
                 m.d.comb += [ce.burst.eq(1), ce.marker.eq(1), we.kind.eq(WKind.IMM), we.beats.eq(1),
                              we.first_lane.eq(cur.dst_addr[:lg]),
-                             issue.eq(aw_free & self.went.ready & self.cent.ready),
                              self.cent.valid.eq(issue), self.went.valid.eq(issue), finish.eq(issue)]
-                with m.If(issue):
-                    m.d.sync += [self.aw.valid.eq(1), self.aw.payload.addr.eq(cur.dst_addr & ~(dwb - 1)), self.aw.payload.len.eq(0)]
             with m.Elif(cj["zero"]):
                 m.d.comb += [ce.marker.eq(1), self.cent.valid.eq(1), finish.eq(self.cent.ready)]
             with m.Elif(fault_here):
@@ -189,11 +212,9 @@ class WritePlanner(wiring.Component):
                 m.d.sync += [self.stop.valid.eq(finish), self.stop.queue.eq(cur.queue), self.stop.index.eq(cur.index)]
             with m.Else():
                 m.d.comb += [ce.burst.eq(1), ce.marker.eq(cp["last"]), we.kind.eq(WKind.BURST), we.beats.eq(cp["beats"]),
-                             issue.eq(ready_rows & aw_free & self.went.ready & self.cent.ready),
                              self.cent.valid.eq(issue), self.went.valid.eq(issue), finish.eq(issue & cp["last"])]
                 with m.If(issue):
-                    m.d.sync += [self.aw.valid.eq(1), self.aw.payload.addr.eq(cp["addr"]), self.aw.payload.len.eq(cp["beats"] - 1),
-                                 first.eq(0)]
+                    m.d.sync += first.eq(0)
                     m.d.sync += [cp[k].eq(next_plan[k]) for k in plan_fields]
 
         # --- faults of rows before the current job: acknowledge --------------------------------
@@ -204,6 +225,7 @@ class WritePlanner(wiring.Component):
 
         # --- load the next job -----------------------------------------------------------------
         stop_cur, stop_b = Signal(), Signal()
+        m.d.sync += moved.eq(issue | load)
         m.d.comb += [
             load.eq(b_valid & (~cur_valid | finish)),
             stop_cur.eq(dropped(self.stops, cur.queue, cur.index, started=True)),
@@ -221,5 +243,5 @@ class WritePlanner(wiring.Component):
             m.d.sync += [cur_valid.eq(1), cur.eq(b), first.eq(1)]
             m.d.sync += [cj[k].eq(bj[k]) for k in job_fields]
             m.d.sync += [cp[k].eq(bp[k]) for k in plan_fields]
-        m.d.comb += self.idle.eq(~cur_valid & ~a_valid & ~b_valid & ~self.aw.valid)
+        m.d.comb += self.idle.eq(~cur_valid & ~a_valid & ~b_valid & ~self.aw.valid & ~sp_valid)
         return m
