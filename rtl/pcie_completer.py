@@ -4,6 +4,14 @@ write per DWORD (with its byte enables), memory reads of up to 8 DWORDs become b
 completion. Anything else that wants an answer (I/O, atomics, longer reads) is answered Unsupported Request;
 messages are dropped. A bus error answers Completer Abort.
 
+With `window` (a WindowPort), memory writes that start inside the submission windows bypass the register bus:
+each CQ beat becomes one 256-bit beat of an AXI4 write burst on `win` (AWSIZE 5, the payload rotated into its
+lanes, the TLP's byte enables and tkeep as strobes), so a 128-byte TLP of four descriptors takes its 5 CQ beats
+instead of 5 cycles per DWORD through the bus. A burst is announced (AW) with the rows the DWORD count spans;
+a TLP that ends early fills them with beats of no strobes, one longer than its count has the rest dropped.
+Every other request (a doorbell, a read) waits until the window's write responses for the bursts before it have
+come back, so it reaches the engine after the descriptors it follows, as PCIe orders posted writes.
+
 CQ descriptor (first 4 DWORDs of a request): address [63:2] in DW0-1, DWORD count [10:0] and request type
 [14:11] in DW2 with the requester ID in [31:16], tag [7:0], BAR aperture [24:19], TC [27:25] and attributes
 [30:28] in DW3; first and last byte enables in tuser [3:0] and [7:4]. CC descriptor (3 DWORDs): lower
@@ -12,11 +20,14 @@ address, byte count; DWORD count, status, requester ID; tag, TC, attributes.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
 from driver.abi import Resp
+from rtl.axi import Burst, axi_signature
 from rtl.register_bus import RegisterBusSignature
 
 WIDTH = 256
@@ -24,6 +35,22 @@ DWORDS = WIDTH // 32
 MAX_READ_DWORDS = 8
 CQ_USER_BITS = 88
 CC_USER_BITS = 33
+WINDOW_BURSTS_OUT = 7  # window bursts announced whose write response has not come back
+
+
+@dataclass(frozen=True)
+class WindowPort:
+    """BAR offsets [base, end) written straight into a 256-bit AXI4 slave (the engine's submission windows), and
+    that slave's address and ID widths."""
+    base: int
+    end: int
+    addr_width: int
+    id_width: int
+
+    def __post_init__(self):
+        if self.base % 32 or not 0 <= self.base < self.end <= 1 << self.addr_width:
+            raise ValueError(f"the window path wants 32-byte aligned offsets in the port's {self.addr_width}-bit "
+                             f"space, not [{self.base:#x}, {self.end:#x})")
 
 
 class ReqType(enum.Enum, shape=4):
@@ -60,12 +87,16 @@ def _trail(be: Signal) -> Signal:
 
 
 class PcieCompleter(wiring.Component):
-    def __init__(self):
-        super().__init__({
+    def __init__(self, window: WindowPort | None = None):
+        self.window = window
+        members = {
             "cq": In(axis_signature(WIDTH, CQ_USER_BITS)),
             "cc": Out(axis_signature(WIDTH, CC_USER_BITS)),
             "bus": Out(RegisterBusSignature()),
-        })
+        }
+        if window is not None:
+            members["win"] = Out(axi_signature(window.addr_width, WIDTH, window.id_width))
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
@@ -89,6 +120,10 @@ class PcieCompleter(wiring.Component):
         aperture = Signal(6)
         mask = Signal(64)
         m.d.comb += [aperture.eq(d[3][19:25]), mask.eq((Const(1, 65) << aperture) - 1)]
+        req_addr = Signal(32)  # the request's BAR offset
+        m.d.comb += req_addr.eq((Cat(Const(0, 2), d[0][2:], d[1]) & mask)[:32])
+        in_idle = Signal()  # the FSM waits for a request's first beat
+        to_window, window_ready, bus_ready = self._window_path(m, req_addr, in_idle)
 
         byte_count = Signal(13)
         with m.If(count == 1):
@@ -106,11 +141,12 @@ class PcieCompleter(wiring.Component):
 
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += cq.tready.eq(1)
-                with m.If(cq.tvalid):
+                # a window write goes its own way when that is free; anything else once the window's writes are in
+                m.d.comb += [in_idle.eq(1), cq.tready.eq(Mux(to_window, window_ready, bus_ready))]
+                with m.If(cq.tvalid & ~to_window & bus_ready):
                     kind = d[2][11:15]
                     m.d.sync += [
-                        addr.eq((Cat(Const(0, 2), d[0][2:], d[1]) & mask)[:32]),
+                        addr.eq(req_addr),
                         low_addr.eq(Cat(_lead(cq.tuser[:4])[:2], d[0][2:7])),
                         count.eq(d[2][:11]), left.eq(d[2][:11]),
                         req_id.eq(d[2][16:32]), tag.eq(d[3][:8]), tc.eq(d[3][25:28]), attr.eq(d[3][28:31]),
@@ -129,6 +165,13 @@ class PcieCompleter(wiring.Component):
                     with m.Else():  # messages: nothing to answer
                         with m.If(~cq.tlast):
                             m.next = "DRAIN"
+                with m.If(cq.tvalid & to_window & window_ready & ~cq.tlast):
+                    m.next = "WINDOW"
+
+            with m.State("WINDOW"):  # the window burst's further beats (the path below takes them)
+                m.d.comb += cq.tready.eq(window_ready)
+                with m.If(cq.tvalid & window_ready & cq.tlast):
+                    m.next = "IDLE"
 
             with m.State("UR"):
                 with m.If(last_beat):
@@ -199,3 +242,98 @@ class PcieCompleter(wiring.Component):
                     with m.Else():
                         m.d.sync += cpl_beat.eq(1)
         return m
+
+    def _window_path(self, m: Module, req_addr: Signal, in_idle: Signal):
+        """The window writes' own path. Returns (this CQ beat starts a window write, the path takes a beat now,
+        no window write is outstanding); without a window every request takes the bus."""
+        cq = self.cq
+        if self.window is None:
+            return Const(0), Const(0), Const(1)
+        w, win = self.window, self.win
+        d = [cq.tdata[32 * i: 32 * i + 32] for i in range(DWORDS)]
+        kind, count = d[2][11:15], d[2][:11]
+        to_window = Signal()
+        m.d.comb += to_window.eq((kind == ReqType.MEM_WRITE) & (count != 0)
+                                 & (req_addr >= w.base) & (req_addr < w.end))
+
+        out = Signal(range(WINDOW_BURSTS_OUT + 1))  # bursts announced, their write response not yet back
+        b_back = win.bvalid & win.bready
+        aw_free = ~win.awvalid | win.awready
+        w_free = ~win.wvalid | win.wready
+        m.d.comb += [win.bready.eq(1), win.awsize.eq(5), win.awburst.eq(Burst.INCR)]
+        with m.If(win.awvalid & win.awready):
+            m.d.sync += win.awvalid.eq(0)
+        with m.If(win.wvalid & win.wready):
+            m.d.sync += win.wvalid.eq(0)
+
+        # the burst being taken: its lane offset, rows, rows sent, payload DWORDs still to come, the last beat
+        active, flush = Signal(), Signal()  # taking CQ beats; sending rows after the TLP's last beat
+        off = Signal(4)  # row = DWORDs [off, off + 8) of (previous beat, this beat)
+        rows, sent = Signal(8), Signal(8)
+        left = Signal(11)
+        first_be, last_be, single = Signal(4), Signal(4), Signal()
+        prev, prev_strb = Signal(WIDTH), Signal(WIDTH // 8)
+
+        header = cq.tvalid & in_idle & ~active & ~flush & to_window
+        take = Signal()  # a CQ beat of a window write is taken this cycle
+        window_ready = Signal()
+        m.d.comb += [
+            window_ready.eq(~flush & w_free & Mux(active, 1, aw_free & (out < WINDOW_BURSTS_OUT))),
+            take.eq(cq.tvalid & window_ready & (active | header)),
+        ]
+
+        # this beat's strobes: payload DWORDs 0.. start at DWORD 4 of the first beat
+        lane = req_addr[2:5]
+        beat_left = Mux(active, left, count)
+        fbe, lbe = Mux(active, first_be, cq.tuser[:4]), Mux(active, last_be, cq.tuser[4:8])
+        one = Mux(active, single, count == 1)
+        strb = Signal(WIDTH // 8)
+        for p in range(DWORDS):
+            k = p - 4 if p >= 4 else None  # the payload DWORD at p in the first beat
+            first_valid = Const(0) if k is None else (beat_left > k)
+            later_valid = beat_left > p
+            valid = cq.tkeep[p] & Mux(active, later_valid, first_valid)
+            is_first = Const(1 if p == 4 else 0) & ~active
+            is_last = Mux(active, beat_left == p + 1, Const(0) if k is None else (beat_left == k + 1))
+            be = Mux(is_first, fbe, Mux(is_last & ~one, lbe, 0xF))
+            m.d.comb += strb[4 * p: 4 * p + 4].eq(Mux(valid, be, 0))
+
+        # the row sent now: from (previous beat, this beat), or (this beat, nothing) after the last
+        low_first = lane < 4  # a first beat whose DWORDs land in the burst's first row and the next
+        new_off = Signal(4)
+        m.d.comb += new_off.eq(Mux(low_first, 4 - lane, 12 - lane))
+        row_off = Mux(active | flush, off, new_off)
+        x_lo = Mux(flush, prev, Mux(active, prev, Mux(low_first, cq.tdata, 0)))
+        x_hi = Mux(flush | (~active & low_first), 0, cq.tdata)
+        s_lo = Mux(flush, prev_strb, Mux(active, prev_strb, Mux(low_first, strb, 0)))
+        s_hi = Mux(flush | (~active & low_first), 0, strb)
+        row, row_strb = Signal(WIDTH), Signal(WIDTH // 8)
+        m.d.comb += [row.eq(Cat(x_lo, x_hi).bit_select(row_off * 32, WIDTH)),
+                     row_strb.eq(Cat(s_lo, s_hi).bit_select(row_off * 4, WIDTH // 8))]
+        n_rows = ((lane + count - 1) >> 3) + 1
+        total = Mux(active | flush, rows, n_rows)
+        done = Mux(active | flush, sent, 0)
+        # a first beat landing in two rows waits for the next beat, unless it is the last
+        send = Signal()
+        m.d.comb += send.eq(Mux(flush, w_free, take & (done < total) & (active | ~low_first | cq.tlast)))
+        with m.If(send):
+            m.d.sync += [win.wvalid.eq(1), win.wdata.eq(row), win.wstrb.eq(row_strb), win.wlast.eq(done + 1 == total),
+                         sent.eq(done + 1)]
+        with m.If(header & take):
+            m.d.sync += [win.awvalid.eq(1), win.awaddr.eq(req_addr & ~31), win.awlen.eq(n_rows - 1),
+                         off.eq(new_off), rows.eq(n_rows), first_be.eq(cq.tuser[:4]), last_be.eq(cq.tuser[4:8]),
+                         single.eq(count == 1), active.eq(~cq.tlast)]
+            with m.If(~send):
+                m.d.sync += sent.eq(0)
+        with m.If(take):
+            # (a first beat sent with nothing after it leaves nothing to carry)
+            m.d.sync += [prev.eq(cq.tdata), prev_strb.eq(Mux(~active & low_first & cq.tlast, 0, strb)),
+                         left.eq(Mux(beat_left > Mux(active, 8, 4), beat_left - Mux(active, 8, 4), 0))]
+            with m.If(cq.tlast):
+                m.d.sync += [active.eq(0), flush.eq(done + send < total)]
+        with m.If(flush & send):
+            m.d.sync += prev_strb.eq(0)  # rows after the carried one are padding of a TLP that ended early
+            with m.If(done + 1 == total):
+                m.d.sync += flush.eq(0)
+        m.d.sync += out.eq(out + (header & take) - b_back)
+        return to_window, window_ready, ~active & ~flush & (out == 0)

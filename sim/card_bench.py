@@ -25,6 +25,7 @@ QUICK_SIZES = (64, 4096, 8192, 65536)
 QUICK_TOTAL_BYTES = 16 << 10
 MODEL_BYTES = 8192  # the end-to-end model's descriptor
 JOB_ENV, RESULT_ENV = "ARKDMA_CARD_BENCH_JOB", "ARKDMA_SIM_RESULT"  # the job's file and the result's, JSON
+GPU_STORE_BYTES = 16  # device.cuh's write_slot: a descriptor as two 16-byte stores
 MAX_SIMULATED_BYTES = 16 << 20  # through the PCIe model a MiB takes ~15 s of simulation (the 64-bit card: ~2 min)
 
 
@@ -43,6 +44,9 @@ class CardBenchConfig:
     sizes: tuple[int, ...] = DEFAULT_SIZES
     total_bytes: int = 64 << 10  # streamed per size
     min_descriptors: int = 1  # per size, whatever total_bytes says (one: the lone descriptor's run is the stream)
+    # descriptors reach the window as a GPU producer writes them: 16-byte stores, each a TLP (device.cuh's
+    # write_slot); 0: one write per batch, cut by the root complex at its max payload size
+    store_bytes: int = GPU_STORE_BYTES
 
     def __post_init__(self) -> None:
         if not self.links:
@@ -51,6 +55,8 @@ class CardBenchConfig:
             raise ValueError(f"sizes must be positive byte counts, not {self.sizes}")
         if self.round_trip_ns < 0:
             raise ValueError(f"the host memory's round trip cannot be negative ({self.round_trip_ns} ns)")
+        if self.store_bytes < 0 or self.store_bytes % 4:
+            raise ValueError(f"store_bytes must be a multiple of 4 (0: whole batches), not {self.store_bytes}")
         if self.total_bytes <= 0 or self.min_descriptors < 1:
             raise ValueError("total_bytes and min_descriptors must be positive")
         if self.simulated_bytes() > MAX_SIMULATED_BYTES:
@@ -75,6 +81,11 @@ class CardBenchConfig:
                 "round_trip_basis": "host memory answers each read this long after the request reaches the root "
                                     "complex (reads overlap); the card also sees the link's own transit",
                 "total_bytes_per_size": self.total_bytes, "min_descriptors": self.min_descriptors,
+                "store_bytes": self.store_bytes,
+                "store_basis": ("descriptors written into the window in posted writes of this many bytes, as a GPU "
+                                "thread's stores (device.cuh: two 16-byte stores a descriptor), one doorbell a batch"
+                                if self.store_bytes else "descriptors written one batch per write, cut into TLPs by "
+                                "the root complex at its max payload size, one doorbell a batch"),
                 "params": self.params.as_dict()}
 
 
@@ -83,7 +94,7 @@ def job(config: CardBenchConfig, link: Link, size: int) -> dict:
 
     return {"link": link.as_dict(), "round_trip_ns": config.round_trip_ns, "size": size,
             "count": config.count(size), "notify_every": config.notify_every(size),
-            "bar0_bytes": bar0_bytes(config.params)}
+            "bar0_bytes": bar0_bytes(config.params), "store_bytes": config.store_bytes}
 
 
 def run_size(model, job_: dict) -> dict:

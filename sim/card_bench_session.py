@@ -18,7 +18,7 @@ from cocotbext.pcie.core.tlp import TlpType
 from cocotbext.pcie.xilinx.us import UltraScalePlusPcieDevice
 
 from driver import register_program as rp
-from driver.abi import COMPLETION_COUNT_MASK
+from driver.abi import COMPLETION_COUNT_MASK, WINDOW_BASE
 from driver.errors import EngineTimeout
 from sim import bench_job
 from sim.card_bench import JOB_ENV, RESULT_ENV
@@ -63,12 +63,27 @@ def delay_host_reads(rc: RootComplex, latency_ns: float) -> None:
     rc.register_rx_tlp_handler(TlpType.MEM_READ_64, take)
 
 
+class StoredBar:
+    """BAR0 written as a GPU thread writes it: `store_bytes` at a time, each store its own posted write (TLP), as
+    device.cuh's write_slot posts a descriptor with two 16-byte stores; 0 hands the whole write to the root
+    complex, which cuts it at its max payload size (a host's memcpy into a write-combined mapping)."""
+
+    def __init__(self, bar: TimedBar, store_bytes: int):
+        self.bar, self.store_bytes = bar, store_bytes
+
+    async def write(self, addr: int, data: bytes) -> None:
+        step = self.store_bytes or len(data)
+        for at in range(0, len(data), step):
+            await self.bar.write(addr + at, data[at:at + step])
+
+
 class LinkTB:
     """What SimDriver drives on the card (as sim/card_session.CardTB), at the link's user clock."""
 
-    def __init__(self, card: Card, dut, period_ns: float):
+    def __init__(self, card: Card, dut, period_ns: float, store_bytes: int = 0):
         self.dut, self.period_ns = dut, period_ns
-        self.csr = self.win = TimedBar(card.bar)
+        self.csr = TimedBar(card.bar)
+        self.win = StoredBar(self.csr, store_bytes)
         self.memory = RootComplexMemory(card.rc)
 
     async def cycles(self, n: int) -> None:
@@ -92,6 +107,7 @@ class TlpLog:
         self.period_ns = period_ns
         self.doorbell, self.bar_mask = doorbell_offset, bar_bytes - 1
         self.doorbells: list[int] = []
+        self.window_writes: list[tuple[int, int]] = []  # (cycle, dwords): writes into the submission windows
         self.requests: list[tuple[int, int, int]] = []  # (cycle, MEM_READ or MEM_WRITE, dwords)
         self.completions: list[tuple[int, int]] = []  # (cycle, dwords)
         self._wrap_dequeue(dev.cq_source, self._cq)
@@ -121,6 +137,8 @@ class TlpLog:
         addr, kind = (frame.data[0] | frame.data[1] << 32) & ~3, (frame.data[2] >> 11) & 0xF
         if kind == MEM_WRITE and addr & self.bar_mask == self.doorbell:
             self.doorbells.append(self.now())
+        elif kind == MEM_WRITE and addr & self.bar_mask >= WINDOW_BASE:
+            self.window_writes.append((self.now(), frame.data[2] & 0x7FF))
         return frame
 
     def _rc(self, frame):
@@ -130,10 +148,12 @@ class TlpLog:
     def tlps(self) -> dict:
         return {"write_tlps": [(t, n) for t, kind, n in self.requests if kind == MEM_WRITE],
                 "read_requests": [(t, n) for t, kind, n in self.requests if kind == MEM_READ],
-                "completions": list(self.completions)}
+                "completions": list(self.completions), "window_writes": list(self.window_writes),
+                "doorbells": list(self.doorbells)}
 
     def clear(self) -> None:
         self.doorbells.clear()
+        self.window_writes.clear()
         self.requests.clear()
         self.completions.clear()
 
@@ -241,7 +261,7 @@ async def card_bench(dut):
     log = TlpLog(card.dev, period_ns, rp.ring(bench_job.QUEUE, 0)[0].addr, job["bar0_bytes"])
     delay_host_reads(card.rc, job["round_trip_ns"])
     await card.open(job["bar0_bytes"])
-    tb = LinkTB(card, dut, period_ns)
+    tb = LinkTB(card, dut, period_ns, job.get("store_bytes", 0))
     driver = SimDriver(tb)
     await driver.open()
     size, count = job["size"], job["count"]

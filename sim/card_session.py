@@ -233,3 +233,75 @@ async def card_first_light(dut):
     if out:
         with open(out, "w") as f:
             json.dump(result, f)
+
+
+# The good descriptors' bytes [start, end) of the window, in the order written over stale ones: a descriptor in
+# four pieces (odd byte enables at both ends), slot 1's tail and slot 2's head in one write that straddles the
+# slots (starting mid-row), the rest of each, two 16-byte stores (a GPU's write_slot), 72 bytes across a row,
+# then 56 bytes from 8 bytes into a slot. Every byte once.
+HOSTILE_PIECES = ((0, 3), (3, 16), (16, 17), (17, 32), (52, 84), (32, 52), (84, 96), (96, 112), (112, 128),
+                  (128, 200), (200, 256))
+
+
+@cocotb.test()
+async def card_window_writes(dut):
+    """Descriptors reach the window however the host cuts its writes: every slot first holds a stale descriptor
+    (every field different), then the good ones are written over it in HOSTILE_PIECES and the doorbell follows at
+    once; the copies are checked byte for byte against guards, so a byte missed, misplaced or written into a
+    neighbouring slot shows as a wrong copy or a halted queue."""
+    from driver.abi import WINDOW_BASE, window_stride
+
+    params = card_params(num_queues=2, slots=16, num_regions=8)
+    card = Card(dut)
+    await card.open(bar0_bytes(params))
+    tb = CardTB(card)
+    driver = SimDriver(tb, budget_cycles=int(1_000_000 / PERIOD_NS))
+    slow = SimDriver(tb, budget_cycles=int(5_000_000 / PERIOD_NS))
+    await driver.open()
+    await driver.reset()
+    host = card.rc.mem_pool.alloc_region(1 << 20)
+    base = host.get_absolute_address(0)
+    src_off, dst_off, words_off, dst_bytes = 0x1000, 0x40000, 0x80000, 0x8000
+    src = bytes((i * 37 + 11) & 0xFF for i in range(0x4000))
+    await host.write(src_off, src)
+    await host.write(dst_off, bytes([GUARD]) * dst_bytes)
+    await host.write(words_off, bytes(64))
+    await driver.set_region(0, base + src_off, len(src), int(Perm.READ))
+    await driver.set_region(1, base + dst_off, dst_bytes, int(Perm.WRITE))
+    await driver.set_region(2, base + words_off, 64, int(Perm.WRITE))
+    await driver.configure_queue(0, 2, 0, 0)
+    await driver.enable_queue(0)
+
+    sizes = [5, 64, 300, 1, 129, 4096, 17, 700]
+    good, stale, want, s_at, d_at = [], [], {}, 1, 3
+    for k, n in enumerate(sizes):
+        good.append(Descriptor(0, s_at, 1, d_at, n, flags=Flag.NOTIFY if k == len(sizes) - 1 else 0, cookie=k))
+        # a stale descriptor that would copy elsewhere, from elsewhere, another length, under another cookie
+        stale.append(Descriptor(1, d_at + 7, 0, s_at + 3, n + 9, flags=0, cookie=0x5A5A0000 + k))
+        want[d_at] = src[s_at:s_at + n]
+        s_at += n + 1
+        d_at += n + 13
+    raw, old = b"".join(d.pack() for d in good), b"".join(d.pack() for d in stale)
+    assert len(raw) == len(old) == 256
+    window = WINDOW_BASE  # queue 0's window
+    assert window_stride(16) >= len(raw)
+    await card.bar.write(window, old)
+    for start, end in HOSTILE_PIECES:
+        await card.bar.write(window + start, raw[start:end])
+    assert sorted(b for p in HOSTILE_PIECES for b in range(*p)) == list(range(len(raw)))
+    await driver.ring(0, len(sizes))
+    await slow.run([rp.Poll(QUEUE.address("COMPLETED_LO", 0), 0xFFFFFFFF, len(sizes), "the copies to complete")])
+    state = await driver.queue_state(0)
+    assert not state.halted, state
+    got = await host.read(dst_off, dst_bytes)
+    covered = set()
+    for at, data in want.items():
+        assert got[at:at + len(data)] == data, f"destination at {at}: the copy differs"
+        covered.update(range(at, at + len(data)))
+    stray = [i for i in range(dst_bytes) if i not in covered and got[i] != GUARD]
+    assert not stray, f"bytes outside every destination were written, first at {stray[0]}"
+
+    out = os.environ.get("ARKDMA_SIM_RESULT")
+    if out:
+        with open(out, "w") as f:
+            json.dump({"descriptors": len(sizes), "bytes": sum(sizes), "pieces": len(HOSTILE_PIECES)}, f)

@@ -50,6 +50,10 @@ def _register_bench(ssub) -> None:
                       help="PNG to write (default: beside the JSON)")
     card.add_argument("--quick", action="store_true",
                       help="a CI-sized run: sizes 64,4096,8192,65536 and 16 KiB streamed per size")
+    card.add_argument("--store-bytes", type=int, default=None, metavar="N",
+                      help="descriptors written into the window N bytes a posted write, as a GPU thread's stores "
+                           "(default 16, device.cuh's write_slot); 0: one write a batch, cut at the root complex's "
+                           "max payload size")
     add_param_options(b)
     b.set_defaults(func=run_bench)
 
@@ -63,14 +67,15 @@ def _links(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
-CARD_ONLY = ("link", "plot", "quick")
+CARD_ONLY = ("link", "plot", "quick", "store_bytes")
 
 
 def run_bench(args: argparse.Namespace) -> int:
     from sim.toolchain import missing
 
     if not args.card:
-        given = [f"--{name}" for name in CARD_ONLY if getattr(args, name)]
+        given = [f"--{name.replace('_', '-')}" for name in CARD_ONLY
+                 if getattr(args, name) is not None and getattr(args, name) is not False]
         if given:
             raise ArkdmaError(f"{', '.join(given)} belong to the card bench: add --card (the engine bench writes "
                               "its plot beside the JSON)")
@@ -141,7 +146,7 @@ def _run_card_bench(args: argparse.Namespace) -> int:
     from sim.card_bench import QUICK_SIZES, QUICK_TOTAL_BYTES, CardBenchConfig, card_params
     from sim.card_bench_report import run_and_report
 
-    given = {k: getattr(args, k) for k in ("round_trip_ns", "sizes", "total_bytes", "min_descriptors")
+    given = {k: getattr(args, k) for k in ("round_trip_ns", "sizes", "total_bytes", "min_descriptors", "store_bytes")
              if getattr(args, k) is not None}
     if args.quick:
         given = {"sizes": QUICK_SIZES, "total_bytes": QUICK_TOTAL_BYTES, **given}

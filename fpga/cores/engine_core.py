@@ -13,7 +13,7 @@ not by name, so the core follows the engine as it grows.
 
 from __future__ import annotations
 
-from amaranth import Const, Module, Signal
+from amaranth import Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Flow, In, Out
 
@@ -62,15 +62,19 @@ def _width(port, member: str) -> int:
 class EngineOnBus(wiring.Component):
     """The engine reached through one register bus by the address map above: what a bring-up bridge (UART)
     or a PCIe completer puts in front of it. Its host memory is on-chip RAM, or with `ram_bytes` None its
-    AXI4 master port `mem` (a PCIe requester behind it)."""
+    AXI4 master port `mem` (a PCIe requester behind it). With `window_port` the windows' write channels are also
+    reached directly (`win`, AXI4 at the engine's width; its reads stay on the bus): they take `win` while a burst
+    of it is in flight, the bus's writes otherwise. Its master never writes the windows both ways at once."""
 
-    def __init__(self, params, ram_bytes: int | None = DEFAULT_RAM_BYTES):
+    def __init__(self, params, ram_bytes: int | None = DEFAULT_RAM_BYTES, window_port: bool = False):
         from rtl.params import ADDR_WIDTH
 
-        self.params, self.ram_bytes = params, ram_bytes
+        self.params, self.ram_bytes, self.window_port = params, ram_bytes, window_port
         members = {"bus": In(RegisterBusSignature()), "status": Out(STATUS_LEDS)}
         if ram_bytes is None:
             members["mem"] = Out(axi_signature(ADDR_WIDTH, params.data_width, params.read_id_width))
+        if window_port:
+            members["win"] = In(axi_signature(params.bar_addr_width, params.data_width, params.window_id_width))
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -86,7 +90,10 @@ class EngineOnBus(wiring.Component):
         m.submodules.to_window = to_window = BusToAxi(_width(window, "awaddr"), _width(window, "wdata"),
                                                       _width(window, "awid"), BUS_TIMEOUT_CYCLES)
         wiring.connect(m, to_bar.axi, bar)
-        wiring.connect(m, to_window.axi, window)
+        if self.window_port:
+            _share_writes(m, self.win, to_window.axi, window)
+        else:
+            wiring.connect(m, to_window.axi, window)
 
         # decode the bus's accesses onto the targets; an address nothing backs answers DECERR
         bus = self.bus
@@ -124,6 +131,32 @@ class EngineOnBus(wiring.Component):
             m.d.sync += leds[STATUS_LEDS - 1].eq(1)
         m.d.comb += self.status.eq(leds)
         return m
+
+
+WINDOW_BURSTS = 15  # direct window bursts in flight that the sharing below counts
+
+
+def _share_writes(m: Module, direct, bridged, port) -> None:
+    """`port` (an AXI4 slave) written by `direct` while one of its bursts is in flight (AW waiting or taken, write
+    response not back), else by `bridged`, which also has the read channels."""
+    out = Signal(range(WINDOW_BURSTS + 1))
+    owns = Signal()
+    m.d.comb += owns.eq(direct.awvalid | (out != 0))
+    m.d.sync += out.eq(out + (direct.awvalid & port.awready) - (direct.bvalid & direct.bready))
+    for name, member in port.signature.flip().members.items():  # as the master sees them
+        master_drives = member.flow == Out
+        if name.startswith(("ar", "r")):  # reads: the bridge's; the direct port has none
+            if master_drives:
+                m.d.comb += getattr(port, name).eq(getattr(bridged, name))
+            else:
+                m.d.comb += [getattr(bridged, name).eq(getattr(port, name)), getattr(direct, name).eq(0)]
+        elif master_drives:  # AW, W and bready: from whichever owns the port now
+            m.d.comb += getattr(port, name).eq(Mux(owns, getattr(direct, name), getattr(bridged, name)))
+        elif name in ("awready", "wready", "bvalid"):  # handshakes: to the owner only
+            m.d.comb += [getattr(direct, name).eq(getattr(port, name) & owns),
+                         getattr(bridged, name).eq(getattr(port, name) & ~owns)]
+        else:
+            m.d.comb += [getattr(direct, name).eq(getattr(port, name)), getattr(bridged, name).eq(getattr(port, name))]
 
 
 class EngineCore(wiring.Component):

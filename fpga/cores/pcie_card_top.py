@@ -3,7 +3,7 @@ sim/card.py), and the board top that puts it on a real block (CardTop): the pcie
 clock through IBUFDS_GTE4, PERST#, the lanes, and status LEDs.
 
     PCIe lanes ── pcie4_uscale_plus ── CQ ─> PcieCompleter ─ register bus ─> EngineOnBus (BAR0: registers, windows)
-                  (user_clk 250 MHz)   CC <─┘                                   │ AXI4 master
+                  (user_clk 250 MHz)   CC <─┘   └─ window writes, 256-bit AXI4 ─>┘  │ AXI4 master
                                        RQ <─ PcieRequester <────────────────────┘
                                        RC ─>┘
 """
@@ -18,7 +18,7 @@ from amaranth.lib.wiring import In, Out
 from fpga.boards.spec import PcieBoard
 from fpga.cores.pcie4_ip import IP_MODULE
 from rtl.params import EngineParams
-from rtl.pcie_completer import CC_USER_BITS, CQ_USER_BITS, WIDTH, PcieCompleter, axis_signature
+from rtl.pcie_completer import CC_USER_BITS, CQ_USER_BITS, WIDTH, PcieCompleter, WindowPort, axis_signature
 from rtl.pcie_requester import COMPLETION_TIMEOUT_CYCLES, RC_USER_BITS, RQ_USER_BITS, SIZE_CODE_BITS, PcieRequester
 from rtl.pcie_requests import REQUESTER_DATA_WIDTHS
 
@@ -27,19 +27,23 @@ HEARTBEAT_BIT = 28  # LED 0 toggles every 2**28 system-clock cycles: about 1 Hz 
 ACTIVITY_CYCLES = 1 << 22  # LED 2 stays lit this long after a BAR access or a DMA request: ~17 ms at 250 MHz
 TOP_NAME = "arkdma_card_top"
 CARD_DATA_WIDTH = 256  # the block's interface: the requester moves a whole beat a cycle each way
-# 32 read bursts of 512 bytes in flight (16 KiB): a host round trip of ~2 us at gen3x8's 6.6 GB/s wants ~13 KiB
+# a host round trip of ~2 us at gen3x8's 6.6 GB/s wants ~13 KiB in flight: 32 read bursts of 512 bytes cover it,
+# but a small descriptor is a read of its own: 128 reads (the requester's tag pool) keep 256-byte copies streaming
+# (one every ~12 cycles over a ~450-cycle round trip) and 64-byte ones near the link's pace
 CARD_BURST_BYTES = 512
-CARD_READS_OUTSTANDING = 32
+CARD_READS_OUTSTANDING = 128
+SMALL_CARD_READS_OUTSTANDING = 32  # the 64- and 128-bit cards, which move far less
 
 
 def card_params(**given) -> EngineParams:
     """The card's engine: 256-bit by default (`data_width=64`: a 64-bit engine sized like the board's), 512-byte
-    bursts, 32 reads in flight; any EngineParams field in `given` overrides."""
+    bursts, 128 reads in flight (32 at the narrower widths); any EngineParams field in `given` overrides."""
     width = given.get("data_width", CARD_DATA_WIDTH)
     if width not in REQUESTER_DATA_WIDTHS:
         raise ValueError(f"the card's PCIe requester packs {', '.join(map(str, REQUESTER_DATA_WIDTHS))}-bit engine "
                          f"beats into the block's {WIDTH}-bit beats, not {width}-bit ones")
-    defaults = dict(data_width=width, reads_outstanding=CARD_READS_OUTSTANDING,
+    reads = CARD_READS_OUTSTANDING if width == CARD_DATA_WIDTH else SMALL_CARD_READS_OUTSTANDING
+    defaults = dict(data_width=width, reads_outstanding=reads,
                     max_burst_beats=CARD_BURST_BYTES * 8 // width, buffer_bytes=8192 if width == 64 else 32768)
     return EngineParams(**{**defaults, **given})
 
@@ -71,14 +75,21 @@ class PcieCard(wiring.Component):
 
         p = self.params
         m = Module()
-        m.submodules.completer = completer = PcieCompleter()
-        m.submodules.engine_on_bus = core = EngineOnBus(p, ram_bytes=None)
+        from driver.abi import WINDOW_BASE
+
+        # a 256-bit engine takes window writes a CQ beat a cycle, past the register bus (rtl/pcie_completer.py)
+        direct = p.data_width == WIDTH
+        window = WindowPort(WINDOW_BASE, p.bar_bytes, p.bar_addr_width, p.window_id_width) if direct else None
+        m.submodules.completer = completer = PcieCompleter(window)
+        m.submodules.engine_on_bus = core = EngineOnBus(p, ram_bytes=None, window_port=direct)
         m.submodules.requester = requester = PcieRequester(id_width=p.read_id_width, data_width=p.data_width,
                                                            max_burst_beats=p.max_burst_beats,
                                                            completion_timeout_cycles=self.completion_timeout_cycles)
         wiring.connect(m, wiring.flipped(self.cq), completer.cq)
         wiring.connect(m, completer.cc, wiring.flipped(self.cc))
         wiring.connect(m, completer.bus, core.bus)
+        if direct:
+            wiring.connect(m, completer.win, core.win)
         wiring.connect(m, core.mem, requester.mem)
         wiring.connect(m, requester.rq, wiring.flipped(self.rq))
         wiring.connect(m, wiring.flipped(self.rc), requester.rc)

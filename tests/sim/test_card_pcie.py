@@ -17,3 +17,9 @@ def test_card_first_light_through_the_pcie_model(tmp_path):
     assert result["copies"] == {"descriptors": 5, "bytes": 8266, "completion_word": 5}
     assert result["unbacked_read"] == "BUS_ERROR"
     assert result["long_read"].startswith("refused")
+
+
+def test_card_window_takes_descriptors_however_the_writes_are_cut(tmp_path):
+    # straight into the window a CQ beat a cycle: byte enables, writes straddling slots, partial overwrites
+    result = run_card(tmp_path, "sim.card_session", "card_window_writes")
+    assert result == {"descriptors": 8, "bytes": 5312, "pieces": 11}

@@ -54,6 +54,8 @@ def _needs_toolchain():
     (["--data-width", "512"], "not 512-bit"),
     (["--slots", "3"], "slots"),
     (["--clock-mhz", "100"], "link's user clock"),
+    (["--store-bytes", "6"], "store_bytes"),
+    (["--store-bytes", "-16"], "store_bytes"),
 ])
 def test_settings_the_card_cannot_run_are_refused_before_the_build(argv, says, capsys, no_simulation):
     if "--clock-mhz" not in argv:
@@ -63,7 +65,7 @@ def test_settings_the_card_cannot_run_are_refused_before_the_build(argv, says, c
     assert says in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("option", [["--link", "gen3x8"], ["--quick"], ["--plot", "out/x.png"]])
+@pytest.mark.parametrize("option", [["--link", "gen3x8"], ["--quick"], ["--plot", "out/x.png"], ["--store-bytes", "0"]])
 def test_card_options_without_card_are_refused(option, capsys, no_simulation):
     assert main(["sim", "bench", "--json", "out/never.json", *option]) == RUNTIME_ERROR
     assert "add --card" in capsys.readouterr().err
