@@ -142,6 +142,14 @@ async def scenarios(dut):
 GUARD = 0xA5  # what surrounds every destination before a copy
 
 
+def drivers(card: Card) -> tuple[CardTB, SimDriver, SimDriver]:
+    """The card's test bench and two drivers over its BAR0: 1 ms per register poll, and 5 ms for copies to
+    complete."""
+    tb = CardTB(card)
+    return (tb, SimDriver(tb, budget_cycles=int(1_000_000 / PERIOD_NS)),
+            SimDriver(tb, budget_cycles=int(5_000_000 / PERIOD_NS)))
+
+
 async def copy_checked(driver: SimDriver, slow: SimDriver, host, src: bytes, dst_off: int, sizes: list[int],
                        posted: int) -> int:
     """Copies of `sizes` bytes each from region 0 (holding `src`) to region 1 (host memory from `dst_off`, filled
@@ -175,9 +183,7 @@ async def card_first_light(dut):
     await card.open(bar0_bytes(params))
     result = {"bar0_bytes": bar0_bytes(params)}
 
-    tb = CardTB(card)
-    driver = SimDriver(tb, budget_cycles=int(1_000_000 / PERIOD_NS))  # 1 ms per register poll
-    slow = SimDriver(tb, budget_cycles=int(5_000_000 / PERIOD_NS))  # 5 ms for the copies to complete
+    tb, driver, slow = drivers(card)
     geometry = await driver.open()  # the identity registers, checked, then the engine enabled
     assert (geometry.num_queues, geometry.slots, geometry.num_regions) == (2, 16, 8), geometry
     result["identity"] = {"num_queues": geometry.num_queues, "slots": geometry.slots,
@@ -254,9 +260,7 @@ async def card_window_writes(dut):
     params = card_params(num_queues=2, slots=16, num_regions=8)
     card = Card(dut)
     await card.open(bar0_bytes(params))
-    tb = CardTB(card)
-    driver = SimDriver(tb, budget_cycles=int(1_000_000 / PERIOD_NS))
-    slow = SimDriver(tb, budget_cycles=int(5_000_000 / PERIOD_NS))
+    _, driver, slow = drivers(card)
     await driver.open()
     await driver.reset()
     host = card.rc.mem_pool.alloc_region(1 << 20)

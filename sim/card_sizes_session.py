@@ -18,7 +18,7 @@ from cocotbext.pcie.core.tlp import TlpType
 
 from driver.abi import Perm
 from sim.card import bar0_bytes, card_params
-from sim.card_session import GUARD, PERIOD_NS, Card, CardTB, copy_checked
+from sim.card_session import GUARD, PERIOD_NS, Card, copy_checked, drivers
 from sim.driver_model import SimDriver
 
 SOURCE = bytes((i * 29 + 7) & 0xFF for i in range(0x10000))  # region 0's bytes
@@ -81,9 +81,7 @@ async def card_request_sizes(dut):
     result = {"cfg": {"max_read_req": int(dut.cfg_max_read_req.value), "max_payload": int(dut.cfg_max_payload.value)}}
 
     log = RequestLog(card.rc)
-    tb = CardTB(card)
-    driver = SimDriver(tb, budget_cycles=int(1_000_000 / PERIOD_NS))
-    slow = SimDriver(tb, budget_cycles=int(5_000_000 / PERIOD_NS))
+    _, driver, slow = drivers(card)
     await driver.open()
     await driver.reset()
     host = card.rc.mem_pool.alloc_region(1 << 20)
