@@ -24,6 +24,7 @@ is understood, change bound inputs with copies (set(), .set(), .copy_()) rather 
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import weakref
@@ -35,15 +36,19 @@ from ark_runtime.fusion import fuse
 from ark_runtime.host_values import from_bits, to_bits
 from ark_runtime.kernel.codegen import INCLUDE_DIR, THREADS, generate
 from ark_runtime.kernel.program import build_program
-from ark_runtime.kernel.records import CONTROL_DTYPE, FAULT_NAMES, PROGRAM_DTYPE, RING, expected_offsets
+from ark_runtime.kernel.records import (CONTROL_DTYPE, FAULT_NAMES, FINISHED_WORDS, GRAPH_POOL, GRAPH_WAIT_TIMEOUT,
+                                        GRAPH_WORDS, PROGRAM_DTYPE, RELAUNCH_FAILED, RING, expected_offsets)
 from ark_runtime.model import Model, ModelError
 from ark_runtime.plan import Plan, PlanError, build_plan
 from ark_runtime.profile import Profile, build_profile
 from ark_runtime.scheduler import DeviceSpec
 
 SM_COPY_MAX = 64 * 1024  # "auto" copies up to this many bytes with the CTA's own stores; larger ones by DMA
-COPY_PATHS = ("auto", "sm", "engine")
+COPY_PATHS = ("auto", "sm", "engine", "graph")
 DMA_ENGINES = ("card", "software-cuda")  # engines whose queues GPU code can post to, best first
+# Device launches one run of the kernel's graph makes, below the fire-and-forget budget (120; a probe on the H100
+# got 119 through): the kernel relaunches its graph every GRAPH_LAUNCHES_PER_RUN // (graph copies) iterations.
+GRAPH_LAUNCHES_PER_RUN = 118
 
 
 class LoopError(RuntimeError):
@@ -62,13 +67,40 @@ class LoopTimeout(LoopError):
 class TransferReport:
     op: int
     tensor: str
-    path: str  # "engine:<name>" or "sm"
+    path: str  # "engine:<name>", "graph" (a device graph on a copy engine) or "sm"
     bytes: int
     time_us: float  # the last iteration's copy by the GPU clock: its longest tile (an SM copy's tiles run side by side)
     uses_sms: bool
 
 
 _RESIDENT: weakref.WeakSet = weakref.WeakSet()  # runtimes whose kernel is on the GPU now
+
+
+def _graph_fault(detail: int) -> str:
+    """What a DEVICE_GRAPH fault's detail (copy.cuh, loop.cuh) means."""
+    from cupy.cuda.runtime import CUDARuntimeError
+
+    if detail == GRAPH_WAIT_TIMEOUT:
+        return "the copy's device graph was launched but had not finished when the budget (budget_s) ran out"
+    if detail >= RELAUNCH_FAILED:
+        return f"relaunching the kernel's own graph (a tail launch) failed: {CUDARuntimeError(detail - RELAUNCH_FAILED)}"
+    return f"the device-side launch of the copy's graph failed: {CUDARuntimeError(detail)}"
+
+
+def graph_copies_unavailable() -> str | None:
+    """None when copies can take the device-graph path here, else why not."""
+    import cupy
+
+    from driver.gpu.compile import cudadevrt_path
+
+    if os.environ.get("ARK_GRAPH_COPIES", "1") == "0":
+        return "turned off by ARK_GRAPH_COPIES=0"
+    if cupy.cuda.runtime.driverGetVersion() < 12000:
+        return "device graph launch needs a CUDA 12 or later driver"
+    if cudadevrt_path() is None:
+        return ("no libcudadevrt.a (the CUDA device runtime, linked into a kernel that launches graphs): install "
+                "the `gpu` extra or a CUDA toolkit")
+    return None
 
 _DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "int32": "int32"}
 
@@ -117,6 +149,8 @@ class Runtime:
             raise LoopError(f"sms={sms!r}: this GPU has {props['multiProcessorCount']} SMs; give 1..that many")
         self.device_name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         self._engine = self._device = self._queue = None
+        self._graphs: list = []  # the graph copies' graphs, then the kernel's own (device_graphs.DeviceGraph)
+        self._stream = None
         self._paths = self._choose_copy_paths(engine, copy_path)
         try:
             self._start(num_sms, placement, bind, budget_s)
@@ -136,8 +170,16 @@ class Runtime:
             self.plan: Plan = build_plan(model, DeviceSpec(num_sms=num_sms, wgmma=hopper), placement, sm_copies)
         except PlanError as exc:
             raise LoopError(str(exc)) from None
-        self.source = generate(model, self.plan)
-        module = compile.load(self.source.text, extra=(f"-I{INCLUDE_DIR}",), cooperative=True)
+        self._graph_ops = [op for op, path in sorted(self._paths.items()) if path == "graph"]
+        self.source = generate(model, self.plan, graph_copies=bool(self._graph_ops))
+        try:
+            module = compile.load(self.source.text, extra=(f"-I{INCLUDE_DIR}",), cooperative=True,
+                                  rdc=self.source.graph_copies)
+        except compile.CompileError as exc:
+            if not self._graph_ops:
+                raise
+            raise LoopError(f"the kernel with device-graph copies could not be built: {exc}; use copy_path='sm' "
+                            "or 'engine'") from None
         self._check_layout(module)
         self._fn = module.get_function("ark_loop")
         # opted in whatever the size: the kernel's own static arrays count against the 48 KiB default too
@@ -147,9 +189,11 @@ class Runtime:
         self._tensors = [self._memory(t, bind.get(t.name)) for t in model.tensors]
         self._copies = np.zeros((max(len(model.ops), 1), 4), np.int32)
         for op, path in self._paths.items():
-            if path != "sm":
+            if path.startswith("engine:"):
                 src, dst = model.ops[op].inputs[0], model.ops[op].output
                 self._copies[op] = (1, self._region(src), self._region(dst), 0)
+        for g, op in enumerate(self._graph_ops):
+            self._copies[op] = (2, g, 0, 0)
         self._launch(budget_s)
 
     def _check_layout(self, module) -> None:
@@ -191,23 +235,53 @@ class Runtime:
         return arr.data.ptr, arr, "device"
 
     def _choose_copy_paths(self, engine: str | None, copy_path: str) -> dict[int, str]:
-        """Each copy op's path, "sm" or "engine:<name>" (opening the engine when one is wanted)."""
+        """Each copy op's path: "sm", "graph" or "engine:<name>" (opening the engine when one is wanted).
+
+        "auto" keeps copies up to SM_COPY_MAX on the SMs (fastest for small ones) and gives larger ones to a copy
+        engine, without SMs: the card's queue when a card is open, else a device graph, else the software engine's
+        queue, else the SMs. `engine` names the DMA engine ("auto": the card, then software-cuda; None: none)."""
         copies = [op for op in self.model.ops if op.kind == "copy"]
         if not copies:
             return {}
         if engine not in (None, "none", "auto") and engine not in DMA_ENGINES:
             raise LoopError(f"engine {engine!r} cannot take copies from GPU code; use one of "
                             f"{', '.join(DMA_ENGINES)}, 'auto' or None")
-        wanted = [op for op in copies if copy_path == "engine" or
-                  (copy_path == "auto" and self.model.tensors[op.output].nbytes > SM_COPY_MAX)]
-        if wanted and engine not in (None, "none"):
-            self._open_engine(engine)
-        if copy_path == "engine" and self._device is None:
-            raise LoopError("copy_path='engine' but no DMA engine is open here (engine=None, or none can run)")
-        return {op.id: f"engine:{self._engine.name}" if op in wanted and self._device is not None else "sm"
-                for op in copies}
+        if copy_path == "sm":
+            return {op.id: "sm" for op in copies}
+        if copy_path == "graph":
+            reason = graph_copies_unavailable()
+            if reason:
+                raise LoopError(f"copy_path='graph': {reason}")
+            if len(copies) > GRAPH_LAUNCHES_PER_RUN:
+                raise LoopError(f"copy_path='graph' takes at most {GRAPH_LAUNCHES_PER_RUN} copy ops (each launches "
+                                f"a graph every iteration); this model has {len(copies)}: give the rest 'engine'")
+            return {op.id: "graph" for op in copies}
+        large = [op for op in copies if copy_path == "engine" or self.model.tensors[op.output].nbytes > SM_COPY_MAX]
+        paths = {op.id: "sm" for op in copies}
+        if not large:
+            return paths
+        if copy_path == "engine" or engine in ("card", "software-cuda"):
+            if engine not in (None, "none"):
+                self._open_engine(engine)
+            if copy_path == "engine" and self._device is None:
+                raise LoopError("copy_path='engine' but no DMA engine is open here (engine=None, or none can run)")
+        elif engine == "auto":
+            self._open_engine("card", required=False)
+            if self._device is None and graph_copies_unavailable():
+                self._open_engine("software-cuda", required=False)
+        graphs = 0
+        for op in large:
+            if self._device is not None and (self._engine.name == "card" or copy_path == "engine"
+                                             or engine == "software-cuda"):
+                paths[op.id] = f"engine:{self._engine.name}"
+            elif graphs < GRAPH_LAUNCHES_PER_RUN and not graph_copies_unavailable():
+                paths[op.id] = "graph"
+                graphs += 1
+            elif self._device is not None:
+                paths[op.id] = f"engine:{self._engine.name}"
+        return paths
 
-    def _open_engine(self, engine: str) -> None:
+    def _open_engine(self, engine: str, required: bool = True) -> None:
         from ark_runtime import engines
         from driver.device import Device
         from driver.gpu.queue import GpuQueue
@@ -221,7 +295,7 @@ class Runtime:
                 break
             reasons.append(f"{name}: {reason}")
         if self._engine is None:
-            if engine != "auto":
+            if engine != "auto" and required:
                 raise LoopError(f"engine {engine} cannot run here: {'; '.join(reasons)}")
             return
         self._device = Device(self._engine)
@@ -238,11 +312,14 @@ class Runtime:
         dev = lambda a: cupy.asarray(np.ascontiguousarray(a))  # noqa: E731
         self._arrays = {
             "ins": dev(prog.ins), "stream_start": dev(prog.stream_start), "members": dev(prog.members),
-            "counters": cupy.zeros(max(prog.num_counters, 1), cupy.uint64), "finished": cupy.zeros(RING + 3, cupy.uint64),
+            "counters": cupy.zeros(max(prog.num_counters, 1), cupy.uint64),
+            "finished": cupy.zeros(FINISHED_WORDS, cupy.uint64),
             "done_ns": cupy.zeros(RING, cupy.uint64),
             "fault_flag": cupy.zeros(1, cupy.uint32),
             "tensors": dev(np.array([p for p, _, _ in self._tensors], np.uint64)),
             "tile_ns": cupy.zeros(2 * len(self.plan.tiles), cupy.uint64), "copies": dev(self._copies),
+            "graphs": cupy.zeros(max(len(self._graph_ops), 1) * GRAPH_POOL, cupy.uint64),
+            "graph_words": cupy.zeros(max(len(self._graph_ops), 1) * GRAPH_WORDS, cupy.uint64),
         }
         self._control_mem = cupy.cuda.alloc_pinned_memory(CONTROL_DTYPE.itemsize)
         self.control = np.frombuffer(self._control_mem, CONTROL_DTYPE, 1)
@@ -251,6 +328,7 @@ class Runtime:
         for name, arr in self._arrays.items():
             args[name] = arr.data.ptr
         args["budget_ns"] = int(budget_s * 1e9)
+        args["segment_iterations"] = GRAPH_LAUNCHES_PER_RUN // max(len(self._graph_ops), 1)
         args["control"] = cupy.cuda.runtime.pointerGetAttributes(self._control_mem.ptr).devicePointer
         from driver.dtypes import QUEUE_DTYPE
 
@@ -260,14 +338,62 @@ class Runtime:
         if blocks < 1:
             raise LoopError(f"the loop kernel of {self.model.name!r} does not fit on an SM ({THREADS} threads, "
                             f"{self.source.smem_bytes} bytes of shared memory)")
-        cupy.cuda.runtime.deviceSynchronize()  # every bound input written before the kernel reads it
         self._stream = cupy.cuda.Stream(non_blocking=True)
-        with self._stream:
-            self._fn((self.plan.num_sms,), (THREADS,), (args, queue), shared_mem=self.source.smem_bytes)
+        if self._graph_ops:
+            self._build_copy_graphs()
+        cupy.cuda.runtime.deviceSynchronize()  # every bound input written before the kernel reads it
+        if self._graph_ops:
+            self._launch_in_graph(args, queue)
+        else:
+            with self._stream:
+                self._fn((self.plan.num_sms,), (THREADS,), (args, queue), shared_mem=self.source.smem_bytes)
         self._args = args
         self._go = 0
         self._state = "running"
         _RESIDENT.add(self)
+
+    def _build_copy_graphs(self) -> None:
+        """Per graph copy, GRAPH_POOL device-launchable graphs: the copy, then its token into its done word."""
+        from driver.gpu.device_graphs import DeviceGraphError, copy_graph
+
+        words = self._arrays["graph_words"].data.ptr
+        handles = np.zeros(len(self._graph_ops) * GRAPH_POOL, np.uint64)
+        for g, op in enumerate(self._graph_ops):
+            src, dst = self.model.ops[op].inputs[0], self.model.ops[op].output
+            base = words + 8 * g * GRAPH_WORDS
+            for k in range(GRAPH_POOL):
+                try:
+                    graph = copy_graph(self._stream, self._tensors[dst][0], self._tensors[dst][2], self._tensors[src][0],
+                                       self._tensors[src][2], self.model.tensors[dst].nbytes, base + 8 * (2 + k), base,
+                                       f"copy op {op} ({self.model.tensors[dst].name})")
+                except DeviceGraphError as exc:
+                    raise LoopError(f"{exc}; use copy_path='sm' or 'engine'") from None
+                self._graphs.append(graph)
+                handles[g * GRAPH_POOL + k] = graph.handle
+        self._arrays["graphs"].set(handles)
+
+    def _launch_in_graph(self, args: np.ndarray, queue: np.ndarray) -> None:
+        """The loop kernel as the one node of a device-launchable graph (device-side launches are allowed only
+        from a kernel inside a graph; the kernel relaunches that graph itself), launched on the kernel's stream."""
+        from cupy.cuda import driver
+
+        from driver.gpu.device_graphs import DeviceGraphError, capture
+
+        self._launch_args = (np.ascontiguousarray(args), np.ascontiguousarray(queue))
+        self._launch_params = np.array([a.ctypes.data for a in self._launch_args], np.uintp)
+        fn = self._fn.kernel.ptr
+
+        def record():
+            driver.launchCooperativeKernel(fn, self.plan.num_sms, 1, 1, THREADS, 1, 1, self.source.smem_bytes,
+                                           self._stream.ptr, self._launch_params.ctypes.data)
+
+        try:
+            graph = capture(self._stream, record, "the loop kernel")
+        except (DeviceGraphError, driver.CUDADriverError) as exc:
+            raise LoopError(f"the loop kernel could not be put in a graph for device-graph copies: {exc}; use "
+                            "copy_path='sm' or 'engine'") from None
+        self._graphs.append(graph)
+        graph.launch(self._stream)
 
     # --- tensors ---------------------------------------------------------------------------------
     def _tensor(self, name: str):
@@ -363,6 +489,8 @@ class Runtime:
         elif code == 3:
             status = self._queue.status().describe() if self._queue is not None else "no queue"
             detail = f"the DMA engine returned device code {int(c['fault_detail'])}: {status}"
+        elif code == 5:
+            detail = _graph_fault(int(c["fault_detail"]))
         else:
             detail = f"detail {int(c['fault_detail'])}"
         return LoopFault(f"{self.model.name}: {what} on SM {int(c['fault_sm'])} at tile {tile} ({where}): {detail}; "
@@ -403,6 +531,10 @@ class Runtime:
             finally:
                 self._halt()
                 self._state = "stopped"
+        if self._state != "running" and (self._stream is None or self._stream.done):
+            for graph in self._graphs:  # the kernel and its copies are gone: nothing can launch these now
+                graph.close()
+            self._graphs = []
         if self._queue is not None:
             self._queue.close()
             self._queue = None

@@ -8,6 +8,11 @@ Architecture: CuPy compiles for the current GPU's `sm_XY`. A source that holds A
 kernel when it uses the Hopper wgmma matmul tile) is compiled instead for the arch-specific target, `sm_90a` on a
 compute capability 9.0 GPU (wgmma exists only there), by NVRTC here and loaded from the CUBIN; elsewhere it takes
 CuPy's path like any other source (and its `#if` guards fall back).
+
+Device-side launches (`cudaGraphLaunch` in device code: the loop kernel's device-graph copies) need relocatable
+device code linked with the device runtime library, libcudadevrt.a: `load(..., rdc=True)` compiles a relocatable
+CUBIN with NVRTC and links it with that library through the driver's linker (cuLink), for the GPU's own target
+(or its arch-specific one, as above).
 """
 
 from __future__ import annotations
@@ -144,19 +149,75 @@ def _load_arch_specific(keyed: str, extra: tuple[str, ...], arch: str, cooperati
     return module
 
 
-def load(source: str, extra: tuple[str, ...] = (), cooperative: bool = False):
+@functools.cache
+def cudadevrt_path() -> Path | None:
+    """libcudadevrt.a (the device runtime, for device-side launches): the nvidia-cuda-runtime wheel's, else the
+    toolkit's ($CUDA_PATH, $CUDA_HOME, nvcc's, /usr/local/cuda); None when there is none."""
+    import importlib.util
+
+    candidates = []
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        candidates += [Path(root) / "cu13" / "lib", Path(root) / "cuda_runtime" / "lib"]
+    roots = [Path(os.environ[e]) for e in ("CUDA_PATH", "CUDA_HOME") if os.environ.get(e)]
+    if shutil.which("nvcc"):
+        roots.append(Path(shutil.which("nvcc")).resolve().parents[1])
+    roots.append(Path("/usr/local/cuda"))
+    for root in roots:
+        candidates += [root / "lib64", root / "lib", root / "targets" / "x86_64-linux" / "lib"]
+    return next((c / "libcudadevrt.a" for c in candidates if (c / "libcudadevrt.a").is_file()), None)
+
+
+def _load_linked(keyed: str, extra: tuple[str, ...], arch: str, cooperative: bool):
+    """Relocatable CUBIN by NVRTC, linked with libcudadevrt.a by the driver (cached on disk as the linked CUBIN)."""
+    import cupy
+    from cupy.cuda import driver, nvrtc
+
+    devrt = cudadevrt_path()
+    if devrt is None:
+        raise CompileError("device-side graph launches need libcudadevrt.a (the CUDA device runtime): install the "
+                           "`gpu` extra (nvidia-cuda-runtime) or a CUDA toolkit and set CUDA_PATH")
+    opts = (*extra, "-ftz=true", "-rdc=true")
+    key = hashlib.sha256("\0".join((keyed, *options(opts), arch, str(nvrtc.getVersion()), "linked", str(devrt),
+                                    str(devrt.stat().st_size))).encode()).hexdigest()
+    path = _cubin_cache_dir() / f"{key[:32]}.linked.cubin"
+    if not path.is_file():
+        relocatable = cubin(keyed, arch, opts, name="ark_kernel.cu")
+        state = driver.linkCreate()
+        try:
+            driver.linkAddData(state, driver.CU_JIT_INPUT_CUBIN, relocatable, "ark_kernel.cubin")
+            driver.linkAddFile(state, driver.CU_JIT_INPUT_LIBRARY, str(devrt))
+            image = driver.linkComplete(state)
+        except driver.CUDADriverError as exc:
+            raise CompileError(f"linking the kernel with {devrt} failed: {exc}") from exc
+        finally:
+            driver.linkDestroy(state)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(image)
+        os.replace(tmp, path)
+    module = cupy.RawModule(path=str(path), enable_cooperative_groups=cooperative)
+    module.compile()
+    return module
+
+
+def load(source: str, extra: tuple[str, ...] = (), cooperative: bool = False, rdc: bool = False):
     """A cupy.RawModule for the current GPU, compiled once per (source, headers, options). `cooperative`:
-    its kernels launch with cuLaunchCooperativeKernel (every CTA resident at once, or the launch fails)."""
+    its kernels launch with cuLaunchCooperativeKernel (every CTA resident at once, or the launch fails). `rdc`:
+    relocatable device code linked with the device runtime (device-side cudaGraphLaunch)."""
     import cupy
 
     keyed = _keyed(source)
     opts = options(extra)
     device = cupy.cuda.Device()
     arch = arch_specific(source, device.compute_capability)
-    key = hashlib.sha256("\0".join((keyed, *opts, str(cooperative), str(device.id), str(arch))).encode()).hexdigest()
+    key = hashlib.sha256("\0".join((keyed, *opts, str(cooperative), str(device.id), str(arch),
+                                    str(rdc))).encode()).hexdigest()
     module = _modules.get(key)
     if module is None:
-        if arch is not None:
+        if rdc:
+            module = _load_linked(keyed, extra, arch or f"sm_{device.compute_capability}", cooperative)
+        elif arch is not None:
             module = _load_arch_specific(keyed, extra, arch, cooperative)
         else:
             module = cupy.RawModule(code=keyed, options=opts, enable_cooperative_groups=cooperative)

@@ -1,5 +1,6 @@
-/* The copy op from inside the loop kernel: by the CTA's own stores, or posted to a DMA engine's queue
- * through device.cuh by one thread, which then waits for its completion. */
+/* The copy op from inside the loop kernel: by the CTA's own stores, posted to a DMA engine's queue through
+ * device.cuh by one thread, or started on a copy engine by one thread launching a device graph built for it;
+ * the thread then waits for its completion. */
 #ifndef ARK_COPY_CUH
 #define ARK_COPY_CUH
 
@@ -34,6 +35,32 @@ __device__ unsigned dma_copy(const arkdma_queue& q, int src_region, int dst_regi
   }
   return arkdma::wait(q, ticket);
 }
+
+/* The device-graph path. Each graph copy has GRAPH_POOL instances of its graph, launched in turn (an executable
+ * graph runs one launch at a time, and a launch's last node lands a little before the graph counts as finished),
+ * and GRAPH_WORDS words: [0] done (the graph's last node copies its token here), [1] launches so far, [2 + k]
+ * instance k's token. */
+constexpr int GRAPH_POOL = 4;
+constexpr int GRAPH_WORDS = 2 + GRAPH_POOL;
+constexpr unsigned GRAPH_WAIT_TIMEOUT = 1000u;  // fault detail: the graph launched but its token never landed
+
+#if ARK_GRAPH_COPIES
+/* Thread 0 only: launch the copy's next graph instance and wait for its token. 0, a cudaError_t of the launch, or
+ * GRAPH_WAIT_TIMEOUT. Only the copy op's one tile runs this, always on the same CTA: words[1] has one writer. */
+__device__ unsigned graph_copy(const unsigned long long* graphs, unsigned long long* words, unsigned long long budget_ns) {
+  const unsigned long long n = words[1] + 1ull;
+  words[1] = n;
+  const int k = (int)(n % GRAPH_POOL);
+  *(volatile unsigned long long*)(words + 2 + k) = n;
+  __threadfence_system();  // the token, and what earlier tiles wrote, in memory before the copy engine reads them
+  const cudaError_t e = cudaGraphLaunch((cudaGraphExec_t)graphs[k], cudaStreamGraphFireAndForget);
+  if (e != cudaSuccess) return (unsigned)e;
+  const unsigned long long t0 = arkdma::now_ns();
+  while (*(volatile unsigned long long*)words < n)
+    if (arkdma::now_ns() - t0 > budget_ns) return GRAPH_WAIT_TIMEOUT;
+  return 0u;
+}
+#endif
 
 }  // namespace ark
 

@@ -16,6 +16,12 @@
  * Every wait is bounded (budget_ns of globaltimer) and watches the stop word and the fault word: a
  * wait that gives up, a tile that finds bad input, or a DMA that fails records a fault (the first one wins),
  * and every CTA leaves the kernel; the host turns the record into an exception naming the tile and op.
+ *
+ * With device-graph copies (ARK_GRAPH_COPIES) the kernel runs inside a graph, and one run of a graph may launch
+ * only so many graphs (fire-and-forget): after `segment_iterations` iterations every CTA leaves, and CTA 0 first
+ * queues the kernel's own graph again as a tail launch (it starts once this grid and its copies are done), with
+ * the iteration to go on from in `finished[SEGMENT_AT]`. Nothing else carries over: counters and slots are in
+ * memory, and go and the ring are read again.
  */
 #ifndef ARK_LOOP_CUH
 #define ARK_LOOP_CUH
@@ -25,7 +31,9 @@
 namespace ark {
 
 enum Ins : int { INS_RUN = 0, INS_SIGNAL = 1, INS_WAIT = 2 };
-enum FaultCode : unsigned { FAULT_NONE = 0, FAULT_TIMEOUT = 1, FAULT_BAD_INDEX = 2, FAULT_DMA = 3, FAULT_STOPPED = 4 };
+enum FaultCode : unsigned { FAULT_NONE = 0, FAULT_TIMEOUT = 1, FAULT_BAD_INDEX = 2, FAULT_DMA = 3, FAULT_STOPPED = 4,
+                            FAULT_GRAPH = 5 };
+constexpr unsigned RELAUNCH_FAILED = 2000u;  // FAULT_GRAPH detail: RELAUNCH_FAILED + the tail launch's cudaError_t
 
 /* In pinned host memory, mapped for the GPU: written by the host (go, stop) and by the kernel (the rest). */
 struct Control {
@@ -55,8 +63,12 @@ struct Program {
   unsigned int* fault_flag;   // non-zero once any CTA faulted (GPU memory: cheap to watch)
   void* const* tensors;       // per tensor id: its address
   unsigned long long* tile_ns; // per tile: start and end of its last run (globaltimer), for Runtime.profile()
-  const int4* copies;         // per op: path (0 SM stores, 1 the engine's queue), source region, destination region
+  const int4* copies;         // per op: path (0 SM stores, 1 the engine's queue: source region, destination region;
+                              // 2 a device graph: its graph copy's index)
+  const unsigned long long* graphs;  // per graph copy, GRAPH_POOL executable graphs (copy.cuh)
+  unsigned long long* graph_words;   // per graph copy, GRAPH_WORDS words (copy.cuh)
   unsigned long long budget_ns;
+  unsigned long long segment_iterations;  // graph copies: iterations per run of the kernel's graph
   Control* control;
 };
 
@@ -93,7 +105,7 @@ __device__ __noinline__ void fault(const Program& p, unsigned code, int tile, in
   __threadfence_system();
 }
 
-constexpr int GO_SEEN = RING + 1, STOP_SEEN = RING + 2;
+constexpr int GO_SEEN = RING + 1, STOP_SEEN = RING + 2, SEGMENT_AT = RING + 3, FINISHED_WORDS = RING + 4;
 
 /* The host's stop word, read across PCIe and passed on to the GPU copy every CTA watches. */
 __device__ __forceinline__ bool host_stop(const Program& p) {
@@ -156,6 +168,18 @@ __device__ __forceinline__ void signal_counter(const Program& p, int counter) {
   __threadfence();
   atomicAdd(p.counters + counter, 1ull);
 }
+
+#if ARK_GRAPH_COPIES
+/* CTA 0's thread 0 at the end of a run of the kernel's graph: queue the graph again (unless stopping) to go on
+ * from iteration `it`. */
+__device__ void relaunch(const Program& p, unsigned long long it) {
+  if (stopping(p) || host_stop(p)) return;
+  p.finished[SEGMENT_AT] = it;
+  __threadfence();
+  const cudaError_t e = cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch);
+  if (e != cudaSuccess) fault(p, FAULT_GRAPH, -1, -1, 0ull, 0ull, RELAUNCH_FAILED + (unsigned)e);
+}
+#endif
 
 }  // namespace ark
 
