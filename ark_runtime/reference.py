@@ -77,6 +77,13 @@ def apply(op: Op, args: list[np.ndarray]) -> np.ndarray:
     if op.kind == "rmsnorm":
         x, w = args
         return x / np.sqrt((x ** 2).mean(axis=-1, keepdims=True) + op.attr("eps")) * w
+    if op.kind == "matmul" and op.attr("k_splits"):  # split_k.py: part s's sums at rows s * M ..
+        a, b = args[0].reshape(-1, args[1].shape[0]), args[1]
+        kp = b.shape[0] // op.attr("k_splits")
+        return np.concatenate([a[:, s * kp:(s + 1) * kp] @ b[s * kp:(s + 1) * kp] for s in range(op.attr("k_splits"))])
+    if op.kind == "split_sum":
+        parts = op.attr("k_splits")
+        return args[0].reshape(parts, -1, args[0].shape[-1]).sum(axis=0)
     if op.kind == "matmul":
         return args[0] @ args[1]
     if op.kind == "attention":

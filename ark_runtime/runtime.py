@@ -42,6 +42,7 @@ from ark_runtime.model import Model, ModelError
 from ark_runtime.plan import Plan, PlanError, build_plan
 from ark_runtime.profile import Profile, build_profile
 from ark_runtime.scheduler import DeviceSpec
+from ark_runtime.split_k import split_k as split_k_matmuls
 
 SM_COPY_MAX = 64 * 1024  # "auto" copies up to this many bytes with the CTA's own stores; larger ones by DMA
 COPY_PATHS = ("auto", "sm", "engine", "graph")
@@ -113,7 +114,7 @@ def _dtype_of(obj) -> str | None:
 class Runtime:
     def __init__(self, model: Model, *, engine: str | None = "auto", bind: dict | None = None,
                  sms: int | None = None, budget_s: float = 10.0, copy_path: str = "auto", placement: str = "cost",
-                 fuse_chains: bool = True):
+                 fuse_chains: bool = True, split_k: bool = True):
         import cupy
 
         from driver.gpu.launch import require_gpu
@@ -148,6 +149,10 @@ class Runtime:
         if isinstance(num_sms, bool) or not isinstance(num_sms, int) or not 1 <= num_sms <= props["multiProcessorCount"]:
             raise LoopError(f"sms={sms!r}: this GPU has {props['multiProcessorCount']} SMs; give 1..that many")
         self.device_name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        hopper = cupy.cuda.Device().compute_capability == "90"  # wgmma: sm_90a only
+        self._spec = DeviceSpec(num_sms=num_sms, wgmma=hopper)
+        if split_k:  # matmuls too few tiles to fill the SMs, cut along K (split_k.py); bound names are kept
+            self.model = split_k_matmuls(self.model, self._spec)
         self._engine = self._device = self._queue = None
         self._graphs: list = []  # the graph copies' graphs, then the kernel's own (device_graphs.DeviceGraph)
         self._stream = None
@@ -166,8 +171,7 @@ class Runtime:
         cupy, model = self._cupy, self.model
         try:
             sm_copies = frozenset(op for op, path in self._paths.items() if path == "sm")
-            hopper = self._cupy.cuda.Device().compute_capability == "90"  # wgmma: sm_90a only
-            self.plan: Plan = build_plan(model, DeviceSpec(num_sms=num_sms, wgmma=hopper), placement, sm_copies)
+            self.plan: Plan = build_plan(model, self._spec, placement, sm_copies)
         except PlanError as exc:
             raise LoopError(str(exc)) from None
         self._graph_ops = [op for op, path in sorted(self._paths.items()) if path == "graph"]

@@ -189,6 +189,28 @@ def sm90_matmul_block(m: int, n: int, k: int, dtype: str, num_sms: int, wgmma: b
     return blocks[-1]
 
 
+SM90_BK = 64  # matmul_sm90.cuh: K per slice
+K_SPLITS = (8, 4, 2)  # parts a matmul's K may be cut into (split_k.py), most first
+MIN_PART_K = 512  # K of one part at least: fewer slices leave the wgmma pipeline filling and draining
+
+
+def k_splits(m: int, n: int, k: int, dtype: str, num_sms: int, wgmma: bool = True) -> int:
+    """Parts to cut a matmul's K into (1: none). Only where the wgmma tile runs and its tiles fill at most half the
+    SMs: then the most parts whose tiles still fit on the SMs at once, each a whole number of 64-wide slices and at
+    least MIN_PART_K long. (Each part's sums go to fp32 memory and a sum op adds them: worth it only where SMs would
+    otherwise sit idle through a long K.)"""
+    block = sm90_matmul_block(m, n, k, dtype, num_sms, wgmma)
+    if block is None:
+        return 1
+    tiles = -(-m // block[0]) * -(-n // block[1])
+    if 2 * tiles > num_sms:
+        return 1
+    for s in K_SPLITS:
+        if tiles * s <= num_sms and k % (s * SM90_BK) == 0 and k // s >= MIN_PART_K:
+            return s
+    return 1
+
+
 def op_tiles(model: Model, op: Op, first_id: int, num_sms: int, sm_copy: bool = False, wgmma: bool = True) -> list[Tile]:
     """`sm_copy`: a copy op moved by the CTAs' own stores, cut like an elementwise op (each tile a contiguous
     byte range, so the SMs copy in parallel); otherwise a copy is one tile that posts one DMA. `wgmma`: the GPU
@@ -215,6 +237,25 @@ def op_tiles(model: Model, op: Op, first_id: int, num_sms: int, sm_copy: bool = 
             n = (r1 - r0) * x.cols
             reads = [Region(x.id, r0, r1, 0, x.cols)] + [Region.whole(p) for p in ins[1:]]
             add(r0, r1, 0, out.cols, reads, n * esize + (r1 - r0) * out.cols * esize, 5 * n)
+    elif op.kind == "matmul" and op.attr("k_splits"):  # part s of K writes rows s * M .. of the fp32 parts
+        a, b = ins
+        parts = op.attr("k_splits")
+        m, n, kp = a.rows, b.cols, a.cols // parts
+        bm, bn = sm90_matmul_block(m, n, kp, a.dtype, num_sms, True)
+        for s in range(parts):
+            k0, k1 = s * kp, (s + 1) * kp
+            for r0, r1 in _chunks(m, bm):
+                for c0, c1 in _chunks(n, bn):
+                    reads = [Region(a.id, r0, r1, k0, k1), Region(b.id, k0, k1, c0, c1)]
+                    add(s * m + r0, s * m + r1, c0, c1, reads,
+                        ((r1 - r0) * kp + kp * (c1 - c0)) * 2 + (r1 - r0) * (c1 - c0) * 4, 2 * (r1 - r0) * (c1 - c0) * kp)
+    elif op.kind == "split_sum":
+        (part,) = ins
+        parts = op.attr("k_splits")
+        for r0, r1, c0, c1 in _elementwise_blocks(out, num_sms):
+            cells = (r1 - r0) * (c1 - c0)
+            add(r0, r1, c0, c1, [Region(part.id, s * out.rows + r0, s * out.rows + r1, c0, c1) for s in range(parts)],
+                cells * (4 * parts + esize), cells * parts)
     elif op.kind == "matmul":
         a, b = ins
         m, k, n = a.rows, a.cols, b.cols

@@ -35,15 +35,18 @@ def run_plan(args: argparse.Namespace) -> int:
     from ark_runtime.models import named
     from ark_runtime.plan import PlanError, build_plan
     from ark_runtime.scheduler import DeviceSpec
+    from ark_runtime.split_k import split_k
 
     try:
         model = named(args.model)
-        runs = fuse(model)  # what the loop kernel runs
-        plan = build_plan(runs, DeviceSpec(num_sms=args.sms), args.placement)
+        device = DeviceSpec(num_sms=args.sms)
+        runs = split_k(fuse(model), device)  # what the loop kernel runs (on a GPU with wgmma)
+        plan = build_plan(runs, device, args.placement)
     except (ModelError, PlanError) as exc:
         raise ArkdmaError(str(exc)) from exc
     stats = plan.stats()
-    fused = f" ({len(model.ops)} as written; elementwise chains fused)" if len(runs.ops) != len(model.ops) else ""
+    fused = (f" ({len(model.ops)} as written; elementwise chains fused, short matmuls split along K)"
+             if len(runs.ops) != len(model.ops) else "")
     print(f"{plan.model['name']}: " + ", ".join(f"{k} {v}" for k, v in stats.items()) + f"{fused}; invariants hold")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,8 @@ from pathlib import Path
 from ark_runtime.model import DTYPE_BYTES, Model, ModelError, Op, Tensor
 from ark_runtime.kernel.records import layout_checks
 from ark_runtime.plan import Plan
-from ark_runtime.tiling import attention_block, matmul_block, row_team, skinny, skinny_cols, sm90_matmul_block
+from ark_runtime.tiling import (SM90_BK, attention_block, matmul_block, row_team, skinny, skinny_cols,
+                                sm90_matmul_block)
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 HEADERS = ("numeric.cuh", "elementwise.cuh", "rows.cuh", "matmul.cuh", "matmul_sm90.cuh", "gemv.cuh", "attention.cuh",
@@ -97,7 +98,6 @@ class GemvConfig:
         return max(self.stages * ks * (self.w + self.m) * DTYPE_BYTES[dtype], THREADS // 32 * self.m * self.w * 4)
 
 
-SM90_BK = 64  # matmul_sm90.cuh: K per slice
 SM90_RING = 192 * 1024  # its ring of slices at most: with 1 KiB of alignment and the loop kernel's own static
 #                         shared memory (2 KiB, and 16 KiB at most of tensor addresses) under the SM's 227 KiB
 SM90_ARCH_MARK = "#define ARKDMA_ARCH_SPECIFIC 1"  # driver/gpu/compile.py: compile for sm_90a on an H100
@@ -256,6 +256,11 @@ class _Gen:
             bias = x[2] if layer else "nullptr"
             return (f"ark::norm_rows<{ct}, {'true' if layer else 'false'}, {cols}, {nt}>({x[0]}, {x[1]}, {bias}, {o}, "
                     f"{op.attr('eps')!r}f, r0, r1, smem);")
+        if op.kind == "matmul" and op.attr("k_splits"):
+            return self._split_case(op, ins[0], ins[1], out, x, o)
+        if op.kind == "split_sum":
+            return (f"ark::split_sum_tile<{op.attr('k_splits')}, {ct}>({x[0]}, {o}, {out.rows * out.cols}ll, "
+                    f"{out.cols}, {tile});")
         if op.kind == "matmul" and skinny(ins[0].rows):
             return self._gemv_case(op, ins[0], ins[1], out, x, o)
         if op.kind == "matmul" and sm90_matmul_block(ins[0].rows, ins[1].cols, ins[0].cols, out.dtype,
@@ -317,6 +322,33 @@ class _Gen:
                             f"\"op {op.id}: codegen.py's GemvConfig.smem\");")
         return (f"ark::gemv_tile<{params}, {g.stages}, {'true' if vec else 'false'}>({x[0]}, {x[1]}, {o}, {b.cols}, "
                 f"{a.cols}, r0, c0, c1, smem);")
+
+    def _split_case(self, op: Op, a: Tensor, b: Tensor, out: Tensor, x: list[str], o: str) -> str:
+        """One part of a split-K matmul (split_k.py): the tile's rows say which part (rows s * M .. of the fp32
+        parts); the wgmma tile over the part's K, A's rows a whole K apart."""
+        ct = CTYPE[a.dtype]
+        parts = op.attr("k_splits")
+        m, n, k = a.rows, b.cols, a.cols
+        kp = k // parts
+        bm, bn = sm90_matmul_block(m, n, kp, a.dtype, self.plan.num_sms, True)
+        stages, smem = sm90_stages(bm, bn, kp), matmul_sm90_smem(bm, bn, kp)
+        self.wgmma = True
+        self.smem = max(self.smem, smem)
+        self.asserts.append(f"static_assert(ark::matmul_sm90_smem<{bm}, {bn}, {stages}>() == {smem}, "
+                            f"\"op {op.id}: codegen.py's matmul_sm90_smem\");")
+        part = (f"const int s = r0 / {m}; const long long k0 = (long long)s * {kp};\n"
+                f"      const {ct}* pa = {x[0]} + k0; const {ct}* pb = {x[1]} + k0 * {n}; "
+                f"float* po = {o} + (long long)s * {m * n};")
+        return "\n".join([
+            "{",
+            f"      {part}",
+            "#if ARK_HAS_WGMMA",
+            f"      ark::matmul_tile_sm90<{ct}, {bm}, {bn}, {stages}, float>(pa, pb, po, {m}, {n}, {kp}, r0 - s * {m}, "
+            f"r1 - s * {m}, c0, c1, smem, {k});",
+            "#else",
+            f"      ark::matmul_part_fma<{ct}>(pa, pb, po, {n}, {kp}, {k}, r0 - s * {m}, r1 - s * {m}, c0, c1);",
+            "#endif",
+            "      }"])
 
     def _sm90_case(self, op: Op, a: Tensor, b: Tensor, out: Tensor, x: list[str], o: str) -> str:
         """A bf16/fp16 matmul (tiling.sm90_matmul_block): the wgmma tile where the kernel is compiled for sm_90a,

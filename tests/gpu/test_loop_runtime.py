@@ -459,3 +459,28 @@ def test_hostile_calls_get_clear_errors(gpu):
             with pytest.raises(LoopError, match="iterations"):
                 rt.run(bad)
         assert math.isfinite(rt.get("x").sum())
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize(("m", "k", "n"), [(100, 2048, 136), (17, 4096, 64), (300, 1024, 200)])
+def test_matmuls_split_along_k(gpu, dtype, m, k, n):
+    """Matmuls with too few tiles for the SMs run as parts along K and a sum (split_k.py): each against float64,
+    and the same bits every run (the parts are added in order)."""
+    model = Model(f"split{m}x{k}x{n}-{dtype}")
+    model.output(model.matmul(model.input("a", (m, k), dtype), model.input("w", (k, n), dtype)))
+    rt = _check(model, iterations=3)
+    if rt.plan.device.get("wgmma"):  # a Hopper GPU: the wgmma tile runs, so these split
+        assert any(o.kind == "split_sum" for o in rt.model.ops)
+    inputs = _inputs(model)
+    outs = []
+    for split in (True, True, False):
+        from ark_runtime.runtime import Runtime
+
+        with Runtime(model, split_k=split) as r:
+            for name, v in inputs.items():
+                r.set(name, v)
+            r.run(2)
+            r.wait()
+            outs.append(r.get(model.tensors[model.outputs[0]].name))
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_allclose(outs[0], outs[2], rtol=TOL[dtype], atol=TOL[dtype] * float(np.abs(outs[2]).max()))

@@ -103,6 +103,21 @@ __device__ __forceinline__ const T* next_slice(const T* a, const T* b, T* base, 
   return base + (s % STAGES) * Shape::both;
 }
 
+/* One part of a split-K matmul (split_k.py) where the wgmma tile is not compiled in: fp32 sums of A[r, 0:k] B[0:k, c]
+ * (A's rows lda apart) by plain FMA. The runtime splits K only for the wgmma tile, compiled wherever it splits, so
+ * this runs only in kernels built for other targets (CI's sm_90 build): correct, not fast. */
+template <typename T>
+__device__ void matmul_part_fma(const T* a, const T* b, float* out, int n, int k, int lda, int r0, int r1, int c0,
+                                int c1) {
+  const int w = c1 - c0;
+  for (int i = threadIdx.x; i < (r1 - r0) * w; i += blockDim.x) {
+    const int r = r0 + i / w, c = c0 + i % w;
+    float acc = 0.0f;
+    for (int kk = 0; kk < k; ++kk) acc += ld(a, (long long)r * lda + kk) * ld(b, (long long)kk * n + c);
+    out[(long long)r * n + c] = acc;
+  }
+}
+
 /* STAGES slices in flight: slice s is multiplied while slices s+1 .. s+STAGES-1 load (cp.async). */
 template <typename T, int BM, int BN, int STAGES, bool VEC>
 __device__ void matmul_tile(const T* a, const T* b, T* out, int m, int n, int k, int r0, int r1, int c0, int c1,

@@ -183,6 +183,7 @@ __device__ __forceinline__ void st2(__nv_bfloat16* p, float x, float y) {
   *(__nv_bfloat162*)p = __floats2bfloat162_rn(x, y);
 }
 __device__ __forceinline__ void st2(__half* p, float x, float y) { *(__half2*)p = __floats2half2_rn(x, y); }
+__device__ __forceinline__ void st2(float* p, float x, float y) { *(float2*)p = make_float2(x, y); }  // split-K sums
 
 /* Slice s (k from s * BK) of A's rows r0.. and B's columns c0.. into the ring, one 16-byte chunk per cp.async.
  * A: BM * 8 chunks, thread t takes row t / 8 + 32 j (j < BM / 32), chunk t % 8. B: 64 rows of BN / 8 chunks,
@@ -195,18 +196,20 @@ struct Loader {
   static constexpr int RPP = 256 / CPR;         // B k-rows per pass of 256 threads (8, 16 or 32)
   static constexpr int PASSES = BK / RPP;       // 8, 4 or 2
   const T* a_src;                               // A(r0 + t / 8, t % 8 * 8)
+  int lda;                                      // A's row stride (K, or the whole K where a tile takes a part)
   const T* b_src;                               // B(t / CPR, c0 + t % CPR * 8)
   unsigned a_dst, b_dst;                        // byte offsets within a slice's A and B
   int a_rows_ok;                                // bit j: row t / 8 + 32 j is inside the matrix
   int a_k, b_k;                                 // the thread's first k within a slice: t % 8 * 8, t / CPR
   bool b_col_ok;
 
-  __device__ __forceinline__ Loader(const T* a, const T* b, int m, int n, int k, int r0, int c0) {
+  __device__ __forceinline__ Loader(const T* a, const T* b, int m, int n, int r0, int c0, int lda_) {
     const int t = threadIdx.x;
     const int ar = t >> 3, ac = t & 7;
+    lda = lda_;
     a_dst = ar * 128 + ((ac ^ (ar & 7)) << 4);
     a_k = ac * 8;
-    a_src = a + (long long)(r0 + ar) * k + a_k;
+    a_src = a + (long long)(r0 + ar) * lda + a_k;
     a_rows_ok = 0;
 #pragma unroll
     for (int j = 0; j < A_PASSES; ++j) a_rows_ok |= (r0 + ar + 32 * j < m) << j;
@@ -222,7 +225,7 @@ struct Loader {
 #pragma unroll
     for (int j = 0; j < A_PASSES; ++j) {
       const bool ok = ak && ((a_rows_ok >> j) & 1);
-      cp_async16(slice + a_dst + j * 32 * 128, ok ? a_src + (long long)(32 * j) * k + k0 : a, ok);
+      cp_async16(slice + a_dst + j * 32 * 128, ok ? a_src + (long long)(32 * j) * lda + k0 : a, ok);
     }
     const unsigned sb = slice + a_bytes<BM>();
 #pragma unroll
@@ -268,10 +271,11 @@ __device__ __forceinline__ void take_half(float (&acc)[BN / 2], const float* x, 
 }  // namespace sm90
 
 /* The tile; every thread of the CTA (256) calls it with the same arguments. smem: matmul_sm90_smem<BM, BN,
- * STAGES>() bytes of dynamic shared memory. */
-template <typename T, int BM, int BN, int STAGES>
-__device__ void matmul_tile_sm90(const T* a, const T* b, T* out, int m, int n, int k, int r0, int r1, int c0, int c1,
-                                 unsigned char* smem) {
+ * STAGES>() bytes of dynamic shared memory. A split-K part (split_k.py) passes A and B from its first k, its part's
+ * k, A's whole row stride as lda, and fp32 sums as TO. */
+template <typename T, int BM, int BN, int STAGES, typename TO = T>
+__device__ void matmul_tile_sm90(const T* a, const T* b, TO* out, int m, int n, int k, int r0, int r1, int c0, int c1,
+                                 unsigned char* smem, int lda = 0) {
   static_assert(BM == 128 || BM == 64, "BM is 128 or 64");
   static_assert(BN == 256 || BN == 128 || BN == 64, "BN is 256, 128 or 64");
   static_assert(STAGES >= 3, "a slice multiplying, one queued, one loading at least");
@@ -283,7 +287,7 @@ __device__ void matmul_tile_sm90(const T* a, const T* b, T* out, int m, int n, i
   const unsigned base = (smem_at + 1023u) & ~1023u;
   const int wg = threadIdx.x >> 7;
   const int slices = (k + sm90::BK - 1) / sm90::BK;
-  const sm90::Loader<T, BM, BN> ld(a, b, m, n, k, r0, c0);
+  const sm90::Loader<T, BM, BN> ld(a, b, m, n, r0, c0, lda ? lda : k);
   // BM = 128: warpgroup wg's 64 rows, all of K; BM = 64: all 64 rows, the k16 steps KSTEPS wg ..
   const unsigned a_at = BM == 128 ? wg * 64 * 128 : wg * KSTEPS * 32;
   const unsigned b_at = sm90::a_bytes<BM>() + (BM == 128 ? 0 : wg * KSTEPS * 16 * 128);
@@ -326,7 +330,7 @@ __device__ void matmul_tile_sm90(const T* a, const T* b, T* out, int m, int n, i
   const int row = r0 + (BM == 128 ? wg * 64 : 0) + warp * 16 + (lane >> 2);
   const int col = c0 + (lane & 3) * 2;
   if constexpr (BM == 128) {
-    sm90::store_cols<T, BN, 0, BN / 8>(acc, out, n, row, col, r1, c1);
+    sm90::store_cols<TO, BN, 0, BN / 8>(acc, out, n, row, col, r1, c1);
   } else {
     // add the warpgroups' sums through the ring (every thread's copies are in and both warpgroups' wgmma done
     // once all pass this barrier); each warpgroup then stores half of the columns
@@ -338,10 +342,10 @@ __device__ void matmul_tile_sm90(const T* a, const T* b, T* out, int m, int n, i
     __syncthreads();
     if (wg == 0) {
       sm90::take_half<BN, 0>(acc, x, t);
-      sm90::store_cols<T, BN, 0, BN / 16>(acc, out, n, row, col, r1, c1);
+      sm90::store_cols<TO, BN, 0, BN / 16>(acc, out, n, row, col, r1, c1);
     } else {
       sm90::take_half<BN, 1>(acc, x, t);
-      sm90::store_cols<T, BN, BN / 16, BN / 8>(acc, out, n, row, col, r1, c1);
+      sm90::store_cols<TO, BN, BN / 16, BN / 8>(acc, out, n, row, col, r1, c1);
     }
   }
 }
