@@ -230,7 +230,7 @@ def test_layernorm_of_rows_far_from_zero(gpu, dtype):
     _check(m, inputs=inputs)
 
 
-@pytest.mark.parametrize("name", ["chain64", "block-s128", "mlp-b8"])
+@pytest.mark.parametrize("name", ["chain64", "block-s128", "mlp-b8", "mlp-b64"])
 def test_named_models_match_the_reference(gpu, name):
     from ark_runtime import models
 
