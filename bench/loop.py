@@ -135,8 +135,11 @@ class Case:
 
 
 def cases(torch, config: LoopConfig) -> list[Case]:
+    from ark_runtime.runtime import graph_copies_unavailable
+
     q = config.quick
     out = []
+    copy_paths = ("sm", "engine") + (() if graph_copies_unavailable() else ("graph",))
     for c in config.cases:
         if c == "a":
             m = models.chain(64)
@@ -157,7 +160,7 @@ def cases(torch, config: LoopConfig) -> list[Case]:
         elif c == "f":
             for nbytes in (8192, 1 << 20):
                 host = torch.empty(nbytes // 4, dtype=torch.float32, pin_memory=True)
-                for path in ("sm", "engine", "graph"):
+                for path in copy_paths:
                     out.append(Case("f", models.copy_out(nbytes), lambda x, _h=host: _h.copy_(x, non_blocking=True),
                                     compile=False, copy_path=path))
         else:
