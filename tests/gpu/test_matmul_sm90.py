@@ -385,10 +385,11 @@ def test_timing_medium(h100, m, k, n):
     model = Model(f"mm{m}x{k}x{n}")
     model.output(model.matmul(model.input("x", (m, k), "bf16"), model.input("w", (k, n), "bf16")))
     ms, table, err, text = _time_model(model)
-    block = re.search(r"matmul_tile_sm90<__nv_bfloat16, (\d+), (\d+), (\d+)>", text)
+    block = re.search(r"matmul_tile_sm90<__nv_bfloat16, (\d+), (\d+), (\d+)(, float)?>", text)  # float: split K
     flops, nbytes = 2.0 * m * k * n, 2.0 * (m * k + k * n + m * n)
     lines = [f"{m}x{k} @ {k}x{n} bf16, loop kernel: {ms * 1e3:.1f} us per iteration, {flops / ms / 1e9:.1f} TFLOP/s, "
              f"{nbytes / ms / 1e6:.0f} GB/s; block {block.group(1)} x {block.group(2)}, {block.group(3)} stages"
+             f"{', K split (split_k.py)' if block.group(4) else ''}"
              if block else f"{m}x{k} @ {k}x{n}: no wgmma tile in the kernel"]
     try:
         import torch
