@@ -50,6 +50,7 @@ DMA_ENGINES = ("card", "software-cuda")  # engines whose queues GPU code can pos
 # Device launches one run of the kernel's graph makes, below the fire-and-forget budget (120; a probe on the H100
 # got 119 through): the kernel relaunches its graph every GRAPH_LAUNCHES_PER_RUN // (graph copies) iterations.
 GRAPH_LAUNCHES_PER_RUN = 118
+SPLIT_K_ENV = "ARK_SPLIT_K"  # "0": Runtime's default is split_k=False
 
 
 class LoopError(RuntimeError):
@@ -114,7 +115,7 @@ def _dtype_of(obj) -> str | None:
 class Runtime:
     def __init__(self, model: Model, *, engine: str | None = "auto", bind: dict | None = None,
                  sms: int | None = None, budget_s: float = 10.0, copy_path: str = "auto", placement: str = "cost",
-                 fuse_chains: bool = True, split_k: bool = True):
+                 fuse_chains: bool = True, split_k: bool | None = None):
         import cupy
 
         from driver.gpu.launch import require_gpu
@@ -151,6 +152,8 @@ class Runtime:
         self.device_name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         hopper = cupy.cuda.Device().compute_capability == "90"  # wgmma: sm_90a only
         self._spec = DeviceSpec(num_sms=num_sms, wgmma=hopper)
+        if split_k is None:
+            split_k = os.environ.get(SPLIT_K_ENV, "1").strip().lower() not in ("0", "off", "no", "false")
         if split_k:  # matmuls too few tiles to fill the SMs, cut along K (split_k.py); bound names are kept
             self.model = split_k_matmuls(self.model, self._spec)
         self._engine = self._device = self._queue = None
