@@ -191,7 +191,9 @@ def sm90_matmul_block(m: int, n: int, k: int, dtype: str, num_sms: int, wgmma: b
 
 SM90_BK = 64  # matmul_sm90.cuh: K per slice
 K_SPLITS = (8, 4, 2)  # parts a matmul's K may be cut into (split_k.py), most first
-MIN_PART_K = 512  # K of one part at least: fewer slices leave the wgmma pipeline filling and draining
+# K of one part at least. The sum is one more dependency level (about 2-3 us of waiting and a tile on the H200), so
+# a split pays only where a part saves more than that: block-s128's K = 1024 projections split in two ran no faster.
+MIN_PART_K = 1024
 
 
 def k_splits(m: int, n: int, k: int, dtype: str, num_sms: int, wgmma: bool = True) -> int:
