@@ -126,6 +126,8 @@ class Runtime:
             raise LoopError(f"copy_path {copy_path!r} is not one of {', '.join(COPY_PATHS)}")
         if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s <= 3600:
             raise LoopError(f"budget_s must be a number of seconds in (0, 3600], not {budget_s!r}")
+        if split_k not in (None, True, False):
+            raise LoopError(f"split_k is True, False or None (None: ${SPLIT_K_ENV}, on unless 0), not {split_k!r}")
         bind = dict(bind or {})
         names = {t.name for t in model.tensors}
         unknown = sorted(set(bind) - names)

@@ -237,3 +237,6 @@ def test_runtime_refuses_bad_arguments_before_looking_for_a_gpu():
             Runtime(m, budget_s=bad)
     with pytest.raises(LoopError, match="no tensor called"):
         Runtime(m, bind={"nope": np.zeros(3)})
+    for bad in ("yes", 1.5, []):
+        with pytest.raises(LoopError, match="split_k"):
+            Runtime(m, split_k=bad)
