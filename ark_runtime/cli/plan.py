@@ -45,8 +45,10 @@ def run_plan(args: argparse.Namespace) -> int:
     except (ModelError, PlanError) as exc:
         raise ArkdmaError(str(exc)) from exc
     stats = plan.stats()
-    fused = (f" ({len(model.ops)} as written; elementwise chains fused, short matmuls split along K)"
-             if len(runs.ops) != len(model.ops) else "")
+    changes = [what for what, done in (("elementwise chains fused", any(o.kind == "fused" for o in runs.ops)),
+                                       ("short matmuls split along K", any(o.kind == "split_sum" for o in runs.ops)))
+               if done]
+    fused = f" ({len(model.ops)} as written; {', '.join(changes)})" if changes else ""
     print(f"{plan.model['name']}: " + ", ".join(f"{k} {v}" for k, v in stats.items()) + f"{fused}; invariants hold")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
