@@ -7,6 +7,11 @@ order, each step's operands ("in", j) for input j or ("step", k) for an earlier 
 compute every step in registers, so a chain of 64 ops reads its input once and writes its result once
 instead of going through memory 64 times. Tensors that survive keep their names; the others exist only in
 registers (Runtime.get() says so when asked for one).
+
+A chain may also start at a matmul (the same rule for the ops that join it): the matmul keeps its kind, takes the
+chain's outside inputs after A and B, and computes the chain in its epilogue, on each result before storing it
+(attribute `epilogue`: steps as above, with ("in", 0) the matmul's result and ("in", j) its input j + 1). A GELU
+after a projection or a residual add after one costs no pass over memory and no wait of its own.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ def _consumers(model: Model) -> dict[int, int]:
     return n
 
 
+HEADS = ELEMENTWISE + ("matmul",)  # ops a chain can start at
+
+
 def _joins(model: Model, chain: _Chain | None, op: Op, consumers: dict[int, int]) -> bool:
     if chain is None or op.kind not in ELEMENTWISE:
         return False
@@ -45,7 +53,8 @@ def _joins(model: Model, chain: _Chain | None, op: Op, consumers: dict[int, int]
 
 
 def chains(model: Model) -> list[list[Op]]:
-    """The model's ops grouped: each group one op, or an elementwise chain of two or more."""
+    """The model's ops grouped: each group one op, or a chain of two or more (elementwise ops, after an elementwise
+    op or a matmul)."""
     consumers = _consumers(model)
     groups: list[list[Op]] = []
     chain: _Chain | None = None
@@ -56,7 +65,7 @@ def chains(model: Model) -> list[list[Op]]:
         if chain is not None:
             groups.append(chain.ops)
             chain = None
-        if op.kind in ELEMENTWISE:
+        if op.kind in HEADS and not op.attr("epilogue"):
             chain = _Chain([op])
         else:
             groups.append([op])
@@ -66,7 +75,8 @@ def chains(model: Model) -> list[list[Op]]:
 
 
 def fuse(model: Model) -> Model:
-    """The model with each elementwise chain as one `fused` op (the model itself when nothing fuses)."""
+    """The model with each elementwise chain as one `fused` op, and each chain after a matmul in the matmul's
+    epilogue (the model itself when nothing fuses)."""
     groups = chains(model)
     if all(len(g) == 1 for g in groups):
         return model
@@ -81,20 +91,13 @@ def fuse(model: Model) -> Model:
             op = group[0]
             inputs = tuple(new_id[i] for i in op.inputs)
             kind, fn, attrs = op.kind, op.fn, op.attrs
+        elif group[0].kind == "matmul":
+            head = group[0]
+            steps, ext = _steps(group[1:], {head.output: ("in", 0)}, first_in=1)
+            inputs = tuple(new_id[i] for i in (*head.inputs, *ext))
+            kind, fn, attrs = head.kind, head.fn, (*head.attrs, ("epilogue", tuple(steps)))
         else:
-            inside = {op.output: k for k, op in enumerate(group)}
-            ext: list[int] = []
-            steps = []
-            for op in group:
-                refs = []
-                for i in op.inputs:
-                    if i in inside and inside[i] < len(steps):
-                        refs.append(("step", inside[i]))
-                    else:
-                        if i not in ext:
-                            ext.append(i)
-                        refs.append(("in", ext.index(i)))
-                steps.append((op.fn, *refs))
+            steps, ext = _steps(group, {}, first_in=0)
             inputs = tuple(new_id[i] for i in ext)
             kind, fn, attrs = "fused", "fused", (("steps", tuple(steps)),)
         t = out._tensor(last.name, last.shape, last.dtype, last.placement, len(out.ops))
@@ -102,6 +105,27 @@ def fuse(model: Model) -> Model:
         new_id[last.id] = t.id
     out.outputs = [new_id[t] for t in model.outputs]
     return out
+
+
+def _steps(ops: list[Op], known: dict[int, tuple], first_in: int) -> tuple[list[tuple], list[int]]:
+    """The ops as steps (fn, operand...) and the outside tensors they read, in order: a tensor in `known` is that
+    operand, an earlier op's result ("step", k), any other tensor ("in", first_in + its place among them)."""
+    inside = {op.output: k for k, op in enumerate(ops)}
+    ext: list[int] = []
+    steps: list[tuple] = []
+    for op in ops:
+        refs = []
+        for i in op.inputs:
+            if i in inside and inside[i] < len(steps):
+                refs.append(("step", inside[i]))
+            elif i in known:
+                refs.append(known[i])
+            else:
+                if i not in ext:
+                    ext.append(i)
+                refs.append(("in", first_in + ext.index(i)))
+        steps.append((op.fn, *refs))
+    return steps, ext
 
 
 def step_operands(op: Op) -> list[tuple]:

@@ -65,7 +65,9 @@ def _what(model: Model, op) -> str:
     if op.kind == "fused":
         steps = op.attr("steps")
         return f"fused {steps[0][0]}+{len(steps) - 1}"
-    return op.kind if op.fn in (None, op.kind) else f"{op.kind} {op.fn}"
+    what = op.kind if op.fn in (None, op.kind) else f"{op.kind} {op.fn}"
+    epilogue = op.attr("epilogue")
+    return f"{what} +{'+'.join(step[0] for step in epilogue)}" if epilogue else what
 
 
 def build_profile(model: Model, plan: Plan, stamps: np.ndarray) -> Profile:

@@ -53,6 +53,19 @@ def _attention(q, k, v, heads: int, causal: bool):
     return out.reshape(q.shape)
 
 
+def _epilogue(op: Op, value: np.ndarray, extras: list[np.ndarray]) -> np.ndarray:
+    """An op's fused elementwise steps (fusion.py) on its result: ("in", 0) the result, ("in", j) extras[j - 1]."""
+    steps = op.attr("epilogue")
+    if not steps:
+        return value
+    ins = [value] + [e.reshape(value.shape) if e.size == value.size else e for e in extras]
+    values: list[np.ndarray] = []
+    for fn, *refs in steps:
+        xs = [ins[j] if where == "in" else values[j] for where, j in refs]
+        values.append(UNARY_FNS[fn](*xs) if fn in UNARY_FNS else BINARY_FNS[fn](*xs))
+    return values[-1]
+
+
 def apply(op: Op, args: list[np.ndarray]) -> np.ndarray:
     """One op on whole tensors (float64; ids as ints)."""
     if op.kind == "unary":
@@ -83,9 +96,9 @@ def apply(op: Op, args: list[np.ndarray]) -> np.ndarray:
         return np.concatenate([a[:, s * kp:(s + 1) * kp] @ b[s * kp:(s + 1) * kp] for s in range(op.attr("k_splits"))])
     if op.kind == "split_sum":
         parts = op.attr("k_splits")
-        return args[0].reshape(parts, -1, args[0].shape[-1]).sum(axis=0)
+        return _epilogue(op, args[0].reshape(parts, -1, args[0].shape[-1]).sum(axis=0), args[1:])
     if op.kind == "matmul":
-        return args[0] @ args[1]
+        return _epilogue(op, args[0] @ args[1], args[2:])
     if op.kind == "attention":
         return _attention(*args, heads=op.attr("heads"), causal=op.attr("causal", True))
     if op.kind == "rope":

@@ -19,7 +19,7 @@ from ark_runtime.tiling import k_splits
 def splits_of(model: Model, op: Op, device: DeviceSpec) -> int:
     if op.kind != "matmul" or op.attr("k_splits"):
         return 1
-    a, b = (model.tensors[i] for i in op.inputs)
+    a, b = (model.tensors[i] for i in op.inputs[:2])
     if a.dtype != b.dtype:
         return 1
     return k_splits(a.rows, b.cols, a.cols, a.dtype, device.num_sms, device.wgmma)
@@ -39,11 +39,13 @@ def split_k(model: Model, device: DeviceSpec) -> Model:
         inputs = tuple(new_id[i] for i in op.inputs)
         res = model.tensors[op.output]
         parts = splits[op.id]
-        if parts > 1:
+        if parts > 1:  # the parts: A and B only; the sum: the parts, then what the epilogue reads (fusion.py)
             a = model.tensors[op.inputs[0]]
             p = out._tensor(f"{res.name}.parts", (parts * a.rows, res.cols), "fp32", "device", len(out.ops))
-            out.ops.append(Op(len(out.ops), "matmul", "matmul", inputs, p.id, (*op.attrs, ("k_splits", parts))))
-            inputs, kind, fn, attrs = (p.id,), "split_sum", "split_sum", (("k_splits", parts),)
+            whole = tuple((k, v) for k, v in op.attrs if k != "epilogue")
+            out.ops.append(Op(len(out.ops), "matmul", "matmul", inputs[:2], p.id, (*whole, ("k_splits", parts))))
+            epilogue = tuple((k, v) for k, v in op.attrs if k == "epilogue")
+            inputs, kind, fn, attrs = (p.id, *inputs[2:]), "split_sum", "split_sum", (("k_splits", parts), *epilogue)
         else:
             kind, fn, attrs = op.kind, op.fn, op.attrs
         t = out._tensor(res.name, res.shape, res.dtype, res.placement, len(out.ops))

@@ -240,7 +240,7 @@ def op_tiles(model: Model, op: Op, first_id: int, num_sms: int, sm_copy: bool = 
             reads = [Region(x.id, r0, r1, 0, x.cols)] + [Region.whole(p) for p in ins[1:]]
             add(r0, r1, 0, out.cols, reads, n * esize + (r1 - r0) * out.cols * esize, 5 * n)
     elif op.kind == "matmul" and op.attr("k_splits"):  # part s of K writes rows s * M .. of the fp32 parts
-        a, b = ins
+        a, b = ins[:2]
         parts = op.attr("k_splits")
         m, n, kp = a.rows, b.cols, a.cols // parts
         bm, bn = sm90_matmul_block(m, n, kp, a.dtype, num_sms, True)
@@ -252,22 +252,24 @@ def op_tiles(model: Model, op: Op, first_id: int, num_sms: int, sm_copy: bool = 
                     add(s * m + r0, s * m + r1, c0, c1, reads,
                         ((r1 - r0) * kp + kp * (c1 - c0)) * 2 + (r1 - r0) * (c1 - c0) * 4, 2 * (r1 - r0) * (c1 - c0) * kp)
     elif op.kind == "split_sum":
-        (part,) = ins
+        part = ins[0]
         parts = op.attr("k_splits")
         for r0, r1, c0, c1 in _elementwise_blocks(out, num_sms):
             cells = (r1 - r0) * (c1 - c0)
-            add(r0, r1, c0, c1, [Region(part.id, s * out.rows + r0, s * out.rows + r1, c0, c1) for s in range(parts)],
-                cells * (4 * parts + esize), cells * parts)
+            reads = [Region(part.id, s * out.rows + r0, s * out.rows + r1, c0, c1) for s in range(parts)]
+            reads += [_read_like(t, out, r0, r1, c0, c1) for t in ins[1:]]  # the epilogue's inputs (fusion.py)
+            add(r0, r1, c0, c1, reads, cells * (4 * parts + esize * len(ins)), cells * parts)
     elif op.kind == "matmul":
-        a, b = ins
+        a, b = ins[:2]
         m, k, n = a.rows, a.cols, b.cols
         bm, bn = (m, skinny_cols(n, num_sms)) if skinny(m) else matmul_block(m, n, num_sms)
         bm, bn = sm90_matmul_block(m, n, k, out.dtype, num_sms, wgmma) or (bm, bn)  # bf16/fp16: the wgmma tile
         for r0, r1 in _chunks(m, bm):
             for c0, c1 in _chunks(n, bn):
                 reads = [Region(a.id, r0, r1, 0, k), Region(b.id, 0, k, c0, c1)]
-                add(r0, r1, c0, c1, reads, ((r1 - r0) * k + k * (c1 - c0) + (r1 - r0) * (c1 - c0)) * esize,
-                    2 * (r1 - r0) * (c1 - c0) * k)
+                reads += [_read_like(t, out, r0, r1, c0, c1) for t in ins[2:]]  # the epilogue's inputs (fusion.py)
+                add(r0, r1, c0, c1, reads, ((r1 - r0) * k + k * (c1 - c0) + (r1 - r0) * (c1 - c0) * (len(ins) - 1))
+                    * esize, 2 * (r1 - r0) * (c1 - c0) * k)
     elif op.kind == "attention":
         q, k, v = ins
         s, e = q.shape[-2], q.shape[-1]

@@ -193,6 +193,35 @@ class _Gen:
         self.asserts: list[str] = []
         self.wgmma = False  # a matmul uses matmul_sm90.cuh (then one CTA per SM: ARK_MIN_BLOCKS 1 on sm_90a)
 
+    def epilogue(self, op: Op, out: Tensor, extras: list[Tensor]) -> str:
+        """The trailing argument `, Epi<id>{...}` for an op with elementwise ops fused into its stores (fusion.py:
+        operand ("in", 0) is the op's own result, ("in", j) its extra input j - 1), or nothing. The functor's structs
+        join the kernel's."""
+        steps = op.attr("epilogue")
+        if not steps:
+            return ""
+        name = f"Epi{op.id}"
+        members, loads, args = [], [], []
+        for j, t in enumerate(extras, start=1):
+            m = _broadcast_map(f"{name}In{j}", t, out)
+            if m:
+                self.structs.append(m)
+            members.append(f"  const {CTYPE[t.dtype]}* in{j};")
+            loads.append(f"    const float a{j} = ark::ld(in{j}, {f'{name}In{j}::at(f)' if m else 'f'});")
+            args.append(self.ptr(t.id))
+        body = []
+        for k, (fn, *refs) in enumerate(steps):
+            xs = ", ".join(f"a{j}" if where == "in" else f"s{j}" for where, j in refs)
+            call = (f"ark::unary<ark::{UNARY_CODE[fn]}>({xs})" if fn in UNARY_CODE
+                    else f"ark::binary<ark::{BINARY_CODE[fn]}>({xs})")
+            body.append(f"    const float s{k} = {call};  // {fn}")
+        self.structs.append(f"struct {name} {{  // {len(steps)} elementwise ops fused into the op's stores\n"
+                            + "".join(m + "\n" for m in members)
+                            + "  __device__ __forceinline__ float operator()(float a0, long long f) const {\n"
+                            + "".join(line + "\n" for line in loads + body)
+                            + f"    return s{len(steps) - 1};\n  }}\n}};")
+        return f", {name}{{{', '.join(args)}}}"
+
     def ptr(self, tid: int, const: bool = True) -> str:
         t = self.model.tensors[tid]
         return f"({'const ' if const else ''}{CTYPE[t.dtype]}*)T[{tid}]"
@@ -259,23 +288,25 @@ class _Gen:
         if op.kind == "matmul" and op.attr("k_splits"):
             return self._split_case(op, ins[0], ins[1], out, x, o)
         if op.kind == "split_sum":
+            epi = self.epilogue(op, out, ins[1:])
             return (f"ark::split_sum_tile<{op.attr('k_splits')}, {ct}>({x[0]}, {o}, {out.rows * out.cols}ll, "
-                    f"{out.cols}, {tile});")
+                    f"{out.cols}, {tile}{epi});")
         if op.kind == "matmul" and skinny(ins[0].rows):
             return self._gemv_case(op, ins[0], ins[1], out, x, o)
         if op.kind == "matmul" and sm90_matmul_block(ins[0].rows, ins[1].cols, ins[0].cols, out.dtype,
                                                      self.plan.num_sms, self.wgmma_ok):
             return self._sm90_case(op, ins[0], ins[1], out, x, o)
         if op.kind == "matmul":
-            a, b = ins
+            a, b = ins[:2]
             bm, bn = matmul_block(a.rows, b.cols, self.plan.num_sms)
             vec = a.cols % 8 == 0 and b.cols % 8 == 0
             stages = matmul_stages(out.dtype, bm, bn)
             self.smem = max(self.smem, matmul_smem(out.dtype, bm, bn))
             self.asserts.append(f"static_assert(ark::matmul_smem<{ct}, {bm}, {bn}, {stages}>() == "
                                 f"{matmul_smem(out.dtype, bm, bn)}, \"op {op.id}: codegen.py's matmul_smem\");")
+            epi = self.epilogue(op, out, ins[2:])
             return (f"ark::matmul_tile<{ct}, {bm}, {bn}, {stages}, {'true' if vec else 'false'}>({x[0]}, {x[1]}, {o}, {a.rows}, "
-                    f"{b.cols}, {a.cols}, {tile}, smem);")
+                    f"{b.cols}, {a.cols}, {tile}, smem{epi});")
         if op.kind == "attention":
             seq, e = ins[0].shape[-2], ins[0].shape[-1]
             d = e // op.attr("heads")
@@ -320,8 +351,9 @@ class _Gen:
         params = f"{ct}, {g.m}, {g.w}, {g.cpt}, {g.rpt}"
         self.asserts.append(f"static_assert(ark::gemv_smem<{params}, {g.stages}>() == {smem}, "
                             f"\"op {op.id}: codegen.py's GemvConfig.smem\");")
+        epi = self.epilogue(op, out, [self.model.tensors[i] for i in op.inputs[2:]])
         return (f"ark::gemv_tile<{params}, {g.stages}, {'true' if vec else 'false'}>({x[0]}, {x[1]}, {o}, {b.cols}, "
-                f"{a.cols}, r0, c0, c1, smem);")
+                f"{a.cols}, r0, c0, c1, smem{epi});")
 
     def _split_case(self, op: Op, a: Tensor, b: Tensor, out: Tensor, x: list[str], o: str) -> str:
         """One part of a split-K matmul (split_k.py): the tile's rows say which part (rows s * M .. of the fp32
@@ -366,13 +398,15 @@ class _Gen:
                             f"\"op {op.id}: codegen.py's matmul_smem\");")
         shape = f"{x[0]}, {x[1]}, {o}, {a.rows}, {b.cols}, {a.cols}"
         wmma = f"ark::matmul_tile<{ct}, {bm}, {wbn}, {wstages}, true>"
+        epi = self.epilogue(op, out, [self.model.tensors[i] for i in op.inputs[2:]])
         return "\n".join([
             "#if ARK_HAS_WGMMA",
-            f"      ark::matmul_tile_sm90<{ct}, {bm}, {bn}, {stages}>({shape}, r0, r1, c0, c1, smem);",
+            f"      ark::matmul_tile_sm90<{ct}, {bm}, {bn}, {stages}>({shape}, r0, r1, c0, c1, smem"
+            f"{', 0' + epi if epi else ''});",
             "#else",
             f"      for (int h = c0; h < c1; h += {wbn}) {{  // a loop, not two calls: one inlined copy's registers",
             "        if (h > c0) __syncthreads();  // the first part's warps are done with the shared memory",
-            f"        {wmma}({shape}, r0, r1, h, c1 < h + {wbn} ? c1 : h + {wbn}, smem);",
+            f"        {wmma}({shape}, r0, r1, h, c1 < h + {wbn} ? c1 : h + {wbn}, smem{epi});",
             "      }",
             "#endif"])
 

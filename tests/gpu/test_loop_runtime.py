@@ -484,3 +484,16 @@ def test_matmuls_split_along_k(gpu, dtype, m, k, n):
             outs.append(r.get(model.tensors[model.outputs[0]].name))
     np.testing.assert_array_equal(outs[0], outs[1])
     np.testing.assert_allclose(outs[0], outs[2], rtol=TOL[dtype], atol=TOL[dtype] * float(np.abs(outs[2]).max()))
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("rows", [5, 37, 200])
+def test_elementwise_chains_fused_into_matmul_stores(gpu, dtype, rows):
+    """A bias row, SiLU and a residual add in the matmul's epilogue (fusion.py), on each matmul tile: the skinny
+    one (5 rows), the wgmma one (bf16/fp16) and the WMMA one (fp32); against float64."""
+    m = Model(f"epi{rows}-{dtype}")
+    x, w = m.input("x", (rows, 64), dtype), m.input("w", (64, 136), dtype)
+    bias, res = m.input("bias", (136,), dtype), m.input("res", (rows, 136), dtype)
+    m.output(m.add(m.unary("silu", m.add(m.matmul(x, w), bias)), res))
+    rt = _check(m, iterations=2)
+    assert [o.kind for o in rt.model.ops] == ["matmul"] and rt.model.ops[0].attr("epilogue")

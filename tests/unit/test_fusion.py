@@ -82,3 +82,55 @@ def test_random_models_fused_compute_the_same_and_plan_soundly(model):
     tiled = run_plan(plan, f, inputs)
     for tid in f.outputs:
         np.testing.assert_allclose(tiled[tid], evaluate(f, inputs)[tid], rtol=1e-9, atol=1e-9)
+
+
+def test_a_chain_after_a_matmul_is_its_epilogue():
+    """GELU after a projection and a residual add after one (with a bias row broadcast) go into the matmul's
+    stores: no op, no pass over memory, no wait of their own; the names of what survives are kept."""
+    m = Model("epi")
+    x = m.input("x", (37, 64), "bf16")
+    w, bias = m.input("w", (64, 64), "bf16"), m.input("bias", (64,), "bf16")
+    h = m.unary("gelu", m.add(m.matmul(x, w), bias))  # bias broadcast over rows
+    y = m.add(m.matmul(h, w), x)  # the residual: the matmul's own A is read again
+    m.output(y)
+    f = fuse(m)
+    assert [o.kind for o in f.ops] == ["matmul", "matmul"]
+    first, second = f.ops
+    assert first.attr("epilogue") == (("add", ("in", 0), ("in", 1)), ("gelu", ("step", 0)))
+    assert [f.tensors[i].name for i in first.inputs] == ["x", "w", "bias"]
+    assert second.attr("epilogue") == (("add", ("in", 0), ("in", 1)),)
+    assert [f.tensors[i].name for i in second.inputs] == [h.name, "w", "x"]
+    assert f.tensors[f.outputs[0]].name == y.name
+    inputs = _inputs(m)
+    _same_outputs(m, f, inputs)
+    got = run_plan(build_plan(f, DeviceSpec(num_sms=8)), f, inputs)[f.outputs[0]]
+    np.testing.assert_allclose(got, evaluate(m, inputs)[m.outputs[0]], rtol=1e-12)
+
+
+def test_a_matmul_result_read_twice_or_returned_is_stored():
+    m = Model("keep-mm")
+    x, w = m.input("x", (16, 32), "fp32"), m.input("w", (32, 32), "fp32")
+    y = m.matmul(x, w)
+    m.output(m.add(m.unary("relu", y), y))  # y read twice: stored, the relu starts a chain of its own
+    z = m.matmul(x, w)
+    m.output(z, m.unary("neg", z))  # z is an output
+    f = fuse(m)
+    assert not any(o.attr("epilogue") for o in f.ops)
+    _same_outputs(m, f, _inputs(m))
+
+
+def test_a_split_matmul_moves_its_epilogue_to_the_sum():
+    from ark_runtime.split_k import split_k
+
+    m = Model("epi-split")
+    x, w = m.input("x", (128, 4096), "bf16"), m.input("w", (4096, 256), "bf16")
+    r = m.input("r", (128, 256), "bf16")
+    m.output(m.add(m.matmul(x, w), r))
+    device = DeviceSpec(num_sms=132, wgmma=True)
+    s = split_k(fuse(m), device)
+    parts, total = s.ops
+    assert parts.kind == "matmul" and parts.attr("k_splits") and not parts.attr("epilogue") and len(parts.inputs) == 2
+    assert total.kind == "split_sum" and total.attr("epilogue") and [s.tensors[i].name for i in total.inputs[1:]] == ["r"]
+    inputs = _inputs(m)
+    got = run_plan(build_plan(s, device), s, inputs)[s.outputs[0]]
+    np.testing.assert_allclose(got, evaluate(m, inputs)[m.outputs[0]], rtol=1e-10)

@@ -70,22 +70,24 @@ __device__ void binary_tile(const T* a, const T* b, T* out, int cols, int r0, in
 
 /* A split-K matmul's result (split_k.py): the sum of its S parts' fp32 sums, part s at p + s * part, in order s = 0,
  * 1, ... (the same bits every run), rounded once when stored. */
-template <int S>
+template <int S, typename Epi>
 struct SplitSum {
   const float* p;
   long long part;
+  Epi epi;
   __device__ __forceinline__ float operator()(long long f) const {
     float v = p[f];
 #pragma unroll
     for (int s = 1; s < S; ++s) v += p[f + s * part];
-    return v;
+    return epi(v, f);
   }
   ARK_BATCH_EACH
 };
 
-template <int S, typename T>
-__device__ void split_sum_tile(const float* p, T* out, long long part, int cols, int r0, int r1, int c0, int c1) {
-  map_tile(SplitSum<S>{p, part}, out, cols, r0, r1, c0, c1);
+template <int S, typename T, typename Epi = NoEpi>
+__device__ void split_sum_tile(const float* p, T* out, long long part, int cols, int r0, int r1, int c0, int c1,
+                               const Epi& epi = Epi()) {
+  map_tile(SplitSum<S, Epi>{p, part, epi}, out, cols, r0, r1, c0, c1);
 }
 
 /* x [..., S, D] with cos/sin [S, D/2]: the pair (2j, 2j+1) of row r turns by the angle of position r % S. */

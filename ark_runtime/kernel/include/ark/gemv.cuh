@@ -124,8 +124,9 @@ __device__ __forceinline__ void ld_floats(const __nv_bfloat16* p, float (&v)[C])
 }
 
 /* Every thread of the CTA: the tile's M x (c1 - c0) outputs (see the top of this file). */
-template <typename T, int M, int W, int CPT, int RPT, int STAGES, bool VEC>
-__device__ void gemv_tile(const T* a, const T* b, T* out, int n, int k, int r0, int c0, int c1, unsigned char* smem) {
+template <typename T, int M, int W, int CPT, int RPT, int STAGES, bool VEC, typename Epi = NoEpi>
+__device__ void gemv_tile(const T* a, const T* b, T* out, int n, int k, int r0, int c0, int c1, unsigned char* smem,
+                          const Epi& epi = Epi()) {
   using S = GemvShape<M, W, CPT, RPT>;
   static_assert(STAGES >= 2, "two slices at least");
   static_assert(CPT * sizeof(T) == 8 || CPT * sizeof(T) == 16, "a thread's columns are one 8- or 16-byte load");
@@ -191,7 +192,8 @@ __device__ void gemv_tile(const T* a, const T* b, T* out, int n, int k, int r0, 
       float v = 0.0f;
 #pragma unroll
       for (int w = 0; w < GEMV_WARPS; ++w) v += sums[(w * M + m) * W + c];
-      st(out, (long long)(r0 + m) * n + c0 + c, v);
+      const long long f = (long long)(r0 + m) * n + c0 + c;
+      st(out, f, epi(v, f));
     }
   }
 }

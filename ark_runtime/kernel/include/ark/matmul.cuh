@@ -119,9 +119,9 @@ __device__ void matmul_part_fma(const T* a, const T* b, float* out, int n, int k
 }
 
 /* STAGES slices in flight: slice s is multiplied while slices s+1 .. s+STAGES-1 load (cp.async). */
-template <typename T, int BM, int BN, int STAGES, bool VEC>
+template <typename T, int BM, int BN, int STAGES, bool VEC, typename Epi = NoEpi>
 __device__ void matmul_tile(const T* a, const T* b, T* out, int m, int n, int k, int r0, int r1, int c0, int c1,
-                            unsigned char* smem) {
+                            unsigned char* smem, const Epi& epi = Epi()) {
   static_assert(STAGES >= 2, "two slices at least");
   constexpr int LDA = BK + PAD, LDB = BN + PAD;
   using Shape = SliceShape<BM, BK, BN>;
@@ -175,7 +175,8 @@ __device__ void matmul_tile(const T* a, const T* b, T* out, int m, int n, int k,
           __syncwarp();
           for (int e = lane; e < 256; e += 32) {
             const int r = r0 + fr * 16 + e / 16, c = c0 + fc * 16 + e % 16;
-            if (r < r1 && c < c1) st(out, (long long)r * n + c, scratch[e]);
+            const long long f = (long long)r * n + c;
+            if (r < r1 && c < c1) st(out, f, epi(scratch[e], f));
           }
           __syncwarp();
         }
@@ -205,7 +206,8 @@ __device__ void matmul_tile(const T* a, const T* b, T* out, int m, int n, int k,
     for (int j = 0; j < PER; ++j) {
       const int e = threadIdx.x + j * 256;
       const int r = r0 + e / BN, c = c0 + e % BN;
-      if (e < BM * BN && r < r1 && c < c1) st(out, (long long)r * n + c, acc[j]);
+      const long long f = (long long)r * n + c;
+      if (e < BM * BN && r < r1 && c < c1) st(out, f, epi(acc[j], f));
     }
   }
 }

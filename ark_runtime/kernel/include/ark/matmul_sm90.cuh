@@ -238,16 +238,17 @@ struct Loader {
 
 /* Stores accumulator columns 8 i .. 8 i + 7 for I0 <= i < I1 of the thread's m64nBNk16 fragment (warp w of the
  * warpgroup holds rows 16 w + lane / 4 (+ 8); acc[4 i + 2 h + e] is row + 8 h, column 8 i + lane % 4 * 2 + e). */
-template <typename T, int BN, int I0, int I1>
+template <typename T, int BN, int I0, int I1, typename Epi>
 __device__ __forceinline__ void store_cols(const float (&acc)[BN / 2], T* out, int n, int row, int col, int r1,
-                                           int c1) {
+                                           int c1, const Epi& epi) {
 #pragma unroll
   for (int i = I0; i < I1; ++i) {
     const int c = col + 8 * i;  // even, and c1 is a multiple of 8: c and c + 1 are both inside or both out
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = row + 8 * h;
-      if (r < r1 && c < c1) st2(out + (long long)r * n + c, acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
+      const long long f = (long long)r * n + c;
+      if (r < r1 && c < c1) st2(out + f, epi(acc[4 * i + 2 * h], f), epi(acc[4 * i + 2 * h + 1], f + 1));
     }
   }
 }
@@ -273,9 +274,9 @@ __device__ __forceinline__ void take_half(float (&acc)[BN / 2], const float* x, 
 /* The tile; every thread of the CTA (256) calls it with the same arguments. smem: matmul_sm90_smem<BM, BN,
  * STAGES>() bytes of dynamic shared memory. A split-K part (split_k.py) passes A and B from its first k, its part's
  * k, A's whole row stride as lda, and fp32 sums as TO. */
-template <typename T, int BM, int BN, int STAGES, typename TO = T>
+template <typename T, int BM, int BN, int STAGES, typename TO = T, typename Epi = NoEpi>
 __device__ void matmul_tile_sm90(const T* a, const T* b, TO* out, int m, int n, int k, int r0, int r1, int c0, int c1,
-                                 unsigned char* smem, int lda = 0) {
+                                 unsigned char* smem, int lda = 0, const Epi& epi = Epi()) {
   static_assert(BM == 128 || BM == 64, "BM is 128 or 64");
   static_assert(BN == 256 || BN == 128 || BN == 64, "BN is 256, 128 or 64");
   static_assert(STAGES >= 3, "a slice multiplying, one queued, one loading at least");
@@ -330,7 +331,7 @@ __device__ void matmul_tile_sm90(const T* a, const T* b, TO* out, int m, int n, 
   const int row = r0 + (BM == 128 ? wg * 64 : 0) + warp * 16 + (lane >> 2);
   const int col = c0 + (lane & 3) * 2;
   if constexpr (BM == 128) {
-    sm90::store_cols<TO, BN, 0, BN / 8>(acc, out, n, row, col, r1, c1);
+    sm90::store_cols<TO, BN, 0, BN / 8>(acc, out, n, row, col, r1, c1, epi);
   } else {
     // add the warpgroups' sums through the ring (every thread's copies are in and both warpgroups' wgmma done
     // once all pass this barrier); each warpgroup then stores half of the columns
@@ -342,10 +343,10 @@ __device__ void matmul_tile_sm90(const T* a, const T* b, TO* out, int m, int n, 
     __syncthreads();
     if (wg == 0) {
       sm90::take_half<BN, 0>(acc, x, t);
-      sm90::store_cols<TO, BN, 0, BN / 16>(acc, out, n, row, col, r1, c1);
+      sm90::store_cols<TO, BN, 0, BN / 16>(acc, out, n, row, col, r1, c1, epi);
     } else {
       sm90::take_half<BN, 1>(acc, x, t);
-      sm90::store_cols<TO, BN, BN / 16, BN / 8>(acc, out, n, row, col, r1, c1);
+      sm90::store_cols<TO, BN, BN / 16, BN / 8>(acc, out, n, row, col, r1, c1, epi);
     }
   }
 }

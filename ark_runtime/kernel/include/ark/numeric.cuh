@@ -24,6 +24,12 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
 
 template <typename T> __device__ __forceinline__ void st(T* p, long long i, float v) { p[i] = from_float<T>(v); }
 
+/* What a matmul or a split-K sum does to each result before storing it: nothing, or an elementwise chain fused into
+ * it (fusion.py; the generated code supplies the functor). `f` is the result's flat index in the output. */
+struct NoEpi {
+  __device__ __forceinline__ float operator()(float v, long long) const { return v; }
+};
+
 enum Fn : int { GELU, SILU, RELU, EXP, NEG, SQRT, RSQRT, IDENTITY, ADD, SUB, MUL, DIV, MAX };
 
 /* GELU (tanh form), SiLU and exp use the hardware's exp2 and reciprocal (one MUFU op each, no branch):
