@@ -488,7 +488,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(a
       if (in.x == ark::INS_WAIT) {  // this wait and the ones right after it that are staged, together
         int n = 1;
         while (i + n < end && i + n < first + ark::CHUNK && held[2 * (i + n - first)].x == ark::INS_WAIT) ++n;
-        if (threadIdx.x < 32) stop = !ark::wait_all(p, held + 2 * (i - first), n, it);
+        stop = !ark::wait_all(p, held + 2 * (i - first), n, it);
         stop = __syncthreads_or(stop);
         i += n - 1;
       } else if (in.x == ark::INS_RUN) {

@@ -144,12 +144,14 @@ __device__ bool spin_until(const Program& p, int word, unsigned long long target
   }
 }
 
-/* Warp 0, every lane: the `count` consecutive waits at `w` (two int4 each) of iteration `it`, all at once. A wait
- * on a tile's counter is one word; a wait on an op's group is every member's word (the group's value is their
- * least). The words of all the waits are dealt out to the 32 lanes, so a wait costs one round trip to L2
- * however many tiles it covers, and consecutive waits overlap. True on every lane when all were met. */
+/* Every thread of the CTA: the `count` consecutive waits at `w` (two int4 each) of iteration `it`, all at once. A
+ * wait on a tile's counter is one word; a wait on an op's group is every member's word (the group's value is their
+ * least). The words of all the waits are dealt out to the CTA's threads, one each up to blockDim.x words, so the
+ * waits cost one read of the member list and one acquire load, in parallel, however many tiles they cover (warp 0
+ * alone took a round trip to L2 per 32 words, and each word's member id is another). True on this thread when its
+ * words were met; the caller ORs the failures over the CTA. */
 __device__ bool wait_all(const Program& p, const int4* w, int count, unsigned long long it) {
-  const int lane = threadIdx.x & 31;
+  const int t = threadIdx.x, nt = blockDim.x;
   const unsigned long long t0 = arkdma::now_ns();
   bool ok = true;
   int first = 0;  // the flattened index of wait k's first word
@@ -157,11 +159,11 @@ __device__ bool wait_all(const Program& p, const int4* w, int count, unsigned lo
     const int4 in = w[2 * k], g = w[2 * k + 1];
     const int n = g.y == 0 ? 1 : g.y;
     const unsigned long long target = it + (unsigned long long)in.z;
-    for (int m = ((lane - first) % 32 + 32) % 32; m < n && ok; m += 32)
+    for (int m = ((t - first) % nt + nt) % nt; m < n && ok; m += nt)
       ok = spin_until(p, g.y == 0 ? in.y : p.members[g.x + m], target, in.w, in.y, t0);
     first += n;
   }
-  return __all_sync(0xffffffffu, ok);
+  return ok;
 }
 
 /* Thread 0, after the CTA's barrier that ends the tile: a release reduction, which makes every thread's writes to
