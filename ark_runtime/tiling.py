@@ -141,6 +141,12 @@ def attention_block(seq: int, d: int, heads: int, num_sms: int) -> int:
     return bq
 
 
+# Where the wgmma tile runs, matmuls of more rows than this take it (rows past M zero-filled in a 64-row block) rather
+# than the weight-streaming FMA tile. mlp at batch 1, 2, 4, 8, 16 on an H200 (us per iteration): the FMA tile 70.8,
+# 69.1, 73.0, 95.2, 164.8; the wgmma tile 76.7, 76.1, 77.4, 76.9, 74.6 (bench/results/h200/experiments/skinny.json).
+SKINNY_ROWS_WGMMA = 4
+
+
 def skinny(m: int) -> bool:
     """Whether a matmul of `m` rows takes the weight-streaming path (gemv.cuh, FMA units) instead of tensor-core
     tiles, whose 16-row fragments would be mostly padding. Each weight serves m rows: per 16 KiB of bf16 weights a
@@ -180,7 +186,8 @@ def sm90_matmul_block(m: int, n: int, k: int, dtype: str, num_sms: int, wgmma: b
     (128 rows for M <= 64, 256 columns for N <= 128, 128 for N <= 64), the first whose tiles fill the SMs
     (SM90_FILL per SM), else the smallest, 64 x 64. Codegen and the tiling both ask here, so the plan's regions
     are the template's."""
-    if not wgmma or not sm90_enabled() or dtype not in ("bf16", "fp16") or k % 8 or n % 8 or k < 8 or n < 8 or skinny(m):
+    if not wgmma or not sm90_enabled() or dtype not in ("bf16", "fp16") or k % 8 or n % 8 or k < 8 or n < 8 \
+            or m <= SKINNY_ROWS_WGMMA:
         return None
     blocks = [(bm, bn) for bm, bn in SM90_BLOCKS if (bm == 64 or 2 * m > bm) and (bn == 64 or 2 * n > bn)]
     for bm, bn in blocks:

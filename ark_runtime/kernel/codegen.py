@@ -291,11 +291,11 @@ class _Gen:
             epi = self.epilogue(op, out, ins[1:])
             return (f"ark::split_sum_tile<{op.attr('k_splits')}, {ct}>({x[0]}, {o}, {out.rows * out.cols}ll, "
                     f"{out.cols}, {tile}{epi});")
-        if op.kind == "matmul" and skinny(ins[0].rows):
-            return self._gemv_case(op, ins[0], ins[1], out, x, o)
         if op.kind == "matmul" and sm90_matmul_block(ins[0].rows, ins[1].cols, ins[0].cols, out.dtype,
                                                      self.plan.num_sms, self.wgmma_ok):
             return self._sm90_case(op, ins[0], ins[1], out, x, o)
+        if op.kind == "matmul" and skinny(ins[0].rows):
+            return self._gemv_case(op, ins[0], ins[1], out, x, o)
         if op.kind == "matmul":
             a, b = ins[:2]
             bm, bn = matmul_block(a.rows, b.cols, self.plan.num_sms)

@@ -61,21 +61,26 @@ def _skinny(rows: int, k: int, n: int, dtype: str = "bf16") -> Model:
     return m
 
 
-@pytest.mark.parametrize("rows, skinny", [(1, True), (8, True), (16, True), (17, False), (64, False)])
-def test_matmuls_of_few_rows_stream_their_weights(rows, skinny):
+@pytest.mark.parametrize("rows, skinny, wgmma", [(1, True, False), (8, True, False), (16, True, False),
+                                                (17, False, False), (64, False, False),
+                                                (1, True, True), (4, True, True), (5, False, True), (16, False, True)])
+def test_matmuls_of_few_rows_stream_their_weights(rows, skinny, wgmma):
+    """Up to 16 rows the weight-streaming tile; where the wgmma tile runs, only up to 4 (tiling.SKINNY_ROWS_WGMMA)."""
     m = _skinny(rows, 4096, 4096)
-    src = generate(m, build_plan(m, DeviceSpec(num_sms=132)))
+    src = generate(m, build_plan(m, DeviceSpec(num_sms=132, wgmma=wgmma)))
     assert ("ark::gemv_tile<" in src.text) == skinny and ("ark::matmul_tile<" in src.text) == (not skinny)
+    assert ("ark::matmul_tile_sm90<" in src.text) == (wgmma and not skinny)
     if skinny:  # 32 columns a tile (128 tiles for 132 SMs), the slices in flight counted in the launch's smem
         g = GemvConfig.of("bf16", rows, 32)
         assert f"ark::gemv_tile<__nv_bfloat16, {rows}, 32, {g.cpt}, {g.rpt}, {g.stages}, true>" in src.text
         assert src.smem_bytes >= g.smem("bf16") >= (g.stages - 1) * 16 * 1024
 
 
-@pytest.mark.parametrize("name, gemvs", [("mlp-b1", 2), ("mlp-b8", 2), ("mlp-b64", 0), ("block-s128", 0)])
-def test_named_models_stream_the_weights_of_their_skinny_matmuls(name, gemvs):
+@pytest.mark.parametrize("name, gemvs, wgmma", [("mlp-b1", 2, True), ("mlp-b8", 0, True), ("mlp-b8", 2, False),
+                                               ("mlp-b64", 0, True), ("block-s128", 0, True)])
+def test_named_models_stream_the_weights_of_their_skinny_matmuls(name, gemvs, wgmma):
     m = fuse(models.named(name))
-    assert generate(m, build_plan(m, DeviceSpec(num_sms=132))).text.count("ark::gemv_tile<") == gemvs
+    assert generate(m, build_plan(m, DeviceSpec(num_sms=132, wgmma=wgmma))).text.count("ark::gemv_tile<") == gemvs
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
