@@ -80,11 +80,7 @@ def fuse(model: Model) -> Model:
     groups = chains(model)
     if all(len(g) == 1 for g in groups):
         return model
-    out = Model(model.name)
-    new_id: dict[int, int] = {}
-    for t in model.tensors:
-        if t.producer is None:
-            new_id[t.id] = out.input(t.name, t.shape, t.dtype, t.placement).id
+    out, new_id = inputs_of(model)
     for group in groups:
         last = model.tensors[group[-1].output]
         if len(group) == 1:
@@ -105,6 +101,14 @@ def fuse(model: Model) -> Model:
         new_id[last.id] = t.id
     out.outputs = [new_id[t] for t in model.outputs]
     return out
+
+
+def inputs_of(model: Model) -> tuple[Model, dict[int, int]]:
+    """A new model of the same name holding `model`'s inputs, and their ids in it by their ids in `model`: where a
+    rewrite pass (fusion, split_k.py) starts."""
+    out = Model(model.name)
+    new_id = {t.id: out.input(t.name, t.shape, t.dtype, t.placement).id for t in model.tensors if t.producer is None}
+    return out, new_id
 
 
 def _steps(ops: list[Op], known: dict[int, tuple], first_in: int) -> tuple[list[tuple], list[int]]:

@@ -11,6 +11,7 @@ before; fp32 partial sums keep the accumulation at least as exact as one tile's.
 
 from __future__ import annotations
 
+from ark_runtime.fusion import inputs_of
 from ark_runtime.model import Model, Op
 from ark_runtime.scheduler import DeviceSpec
 from ark_runtime.tiling import k_splits
@@ -30,11 +31,7 @@ def split_k(model: Model, device: DeviceSpec) -> Model:
     splits = {op.id: splits_of(model, op, device) for op in model.ops}
     if all(s == 1 for s in splits.values()):
         return model
-    out = Model(model.name)
-    new_id: dict[int, int] = {}
-    for t in model.tensors:
-        if t.producer is None:
-            new_id[t.id] = out.input(t.name, t.shape, t.dtype, t.placement).id
+    out, new_id = inputs_of(model)
     for op in model.ops:
         inputs = tuple(new_id[i] for i in op.inputs)
         res = model.tensors[op.output]

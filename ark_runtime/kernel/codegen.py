@@ -184,6 +184,12 @@ def _broadcast_map(name: str, t: Tensor, out: Tensor) -> str | None:
             f"  static __device__ __forceinline__ long long at(long long f) {{ return {body}; }}\n}};")
 
 
+def _step_call(fn: str, refs: list[tuple], index: str) -> str:
+    """One fused step's call: operand ("in", j) is a{j}, ("step", k) is s{k}, each followed by `index`."""
+    xs = ", ".join(f"{'a' if where == 'in' else 's'}{j}{index}" for where, j in refs)
+    return f"ark::unary<ark::{UNARY_CODE[fn]}>({xs})" if fn in UNARY_CODE else f"ark::binary<ark::{BINARY_CODE[fn]}>({xs})"
+
+
 class _Gen:
     def __init__(self, model: Model, plan: Plan):
         self.model, self.plan = model, plan
@@ -211,10 +217,7 @@ class _Gen:
             args.append(self.ptr(t.id))
         body = []
         for k, (fn, *refs) in enumerate(steps):
-            xs = ", ".join(f"a{j}" if where == "in" else f"s{j}" for where, j in refs)
-            call = (f"ark::unary<ark::{UNARY_CODE[fn]}>({xs})" if fn in UNARY_CODE
-                    else f"ark::binary<ark::{BINARY_CODE[fn]}>({xs})")
-            body.append(f"    const float s{k} = {call};  // {fn}")
+            body.append(f"    const float s{k} = {_step_call(fn, refs, '')};  // {fn}")
         self.structs.append(f"struct {name} {{  // {len(steps)} elementwise ops fused into the op's stores\n"
                             + "".join(m + "\n" for m in members)
                             + "  __device__ __forceinline__ float operator()(float a0, long long f) const {\n"
@@ -260,10 +263,7 @@ class _Gen:
                             f"{f'{name}In{j}::at(f[u])' if s else 'f[u]'});")
             steps = op.attr("steps")
             for k, (fn, *refs) in enumerate(steps):
-                xs = ", ".join(f"a{j}[u]" if where == "in" else f"s{j}[u]" for where, j in refs)
-                call = (f"ark::unary<ark::{UNARY_CODE[fn]}>({xs})" if fn in UNARY_CODE
-                        else f"ark::binary<ark::{BINARY_CODE[fn]}>({xs})")
-                body.append(f"    float s{k}[N];  // {fn}\n{each} s{k}[u] = {call};")
+                body.append(f"    float s{k}[N];  // {fn}\n{each} s{k}[u] = {_step_call(fn, refs, '[u]')};")
             self.structs.append(f"struct {name} {{  // {len(steps)} elementwise ops in registers\n"
                                 + "\n".join(members) + "\n"
                                 "  template <int N>\n"

@@ -132,14 +132,21 @@ def _cubin_cache_dir() -> Path:
 def _load_arch_specific(keyed: str, extra: tuple[str, ...], arch: str, cooperative: bool):
     """NVRTC to a CUBIN for `arch` (cached on disk by source, options and NVRTC version), loaded by CuPy.
     -ftz=true as CuPy compiles every other source, so the numerics do not change with the path."""
-    import cupy
     from cupy.cuda import nvrtc
 
     opts = (*extra, "-ftz=true")
     key = hashlib.sha256("\0".join((keyed, *options(opts), arch, str(nvrtc.getVersion()))).encode()).hexdigest()
-    path = _cubin_cache_dir() / f"{key[:32]}.cubin"
+    return _cached_module(f"{key[:32]}.cubin", lambda: cubin(keyed, arch, opts, name="ark_kernel.cu"), cooperative)
+
+
+def _cached_module(name: str, build, cooperative: bool):
+    """The module of the CUBIN cached as `name`, built by `build()` (bytes) when it is not there yet; written to a
+    temporary name and renamed, so a process that reads it never sees half a file."""
+    import cupy
+
+    path = _cubin_cache_dir() / name
     if not path.is_file():
-        data = cubin(keyed, arch, opts, name="ark_kernel.cu")
+        data = build()
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         tmp.write_bytes(data)
@@ -170,7 +177,6 @@ def cudadevrt_path() -> Path | None:
 
 def _load_linked(keyed: str, extra: tuple[str, ...], arch: str, cooperative: bool):
     """Relocatable CUBIN by NVRTC, linked with libcudadevrt.a by the driver (cached on disk as the linked CUBIN)."""
-    import cupy
     from cupy.cuda import driver, nvrtc
 
     devrt = cudadevrt_path()
@@ -180,25 +186,20 @@ def _load_linked(keyed: str, extra: tuple[str, ...], arch: str, cooperative: boo
     opts = (*extra, "-ftz=true", "-rdc=true")
     key = hashlib.sha256("\0".join((keyed, *options(opts), arch, str(nvrtc.getVersion()), "linked", str(devrt),
                                     str(devrt.stat().st_size))).encode()).hexdigest()
-    path = _cubin_cache_dir() / f"{key[:32]}.linked.cubin"
-    if not path.is_file():
+
+    def build() -> bytes:
         relocatable = cubin(keyed, arch, opts, name="ark_kernel.cu")
         state = driver.linkCreate()
         try:
             driver.linkAddData(state, driver.CU_JIT_INPUT_CUBIN, relocatable, "ark_kernel.cubin")
             driver.linkAddFile(state, driver.CU_JIT_INPUT_LIBRARY, str(devrt))
-            image = driver.linkComplete(state)
+            return driver.linkComplete(state)
         except driver.CUDADriverError as exc:
             raise CompileError(f"linking the kernel with {devrt} failed: {exc}") from exc
         finally:
             driver.linkDestroy(state)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(image)
-        os.replace(tmp, path)
-    module = cupy.RawModule(path=str(path), enable_cooperative_groups=cooperative)
-    module.compile()
-    return module
+
+    return _cached_module(f"{key[:32]}.linked.cubin", build, cooperative)
 
 
 def load(source: str, extra: tuple[str, ...] = (), cooperative: bool = False, rdc: bool = False):

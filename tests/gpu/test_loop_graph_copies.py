@@ -14,16 +14,7 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def gpu():
-    from driver.gpu.launch import gpu_unavailable_reason
-
-    reason = gpu_unavailable_reason()
-    if reason:
-        pytest.skip(f"needs a CUDA GPU: {reason}")
-    from host import native
-
-    if native.unavailable_reason() is None and native.cuda_probe().name.startswith("Fake CUDA device"):
-        pytest.skip("needs a real GPU to run kernels")
+def graphs(gpu):
     from ark_runtime.runtime import graph_copies_unavailable
 
     reason = graph_copies_unavailable()
@@ -32,7 +23,7 @@ def gpu():
 
 
 @pytest.mark.parametrize("nbytes", [8192, 1 << 20, 4 * 12345])
-def test_graph_copy_to_pinned_host(gpu, nbytes):
+def test_graph_copy_to_pinned_host(graphs, nbytes):
     from ark_runtime import models
     from ark_runtime.runtime import Runtime
 
@@ -49,7 +40,7 @@ def test_graph_copy_to_pinned_host(gpu, nbytes):
         assert r.time_us > 0
 
 
-def test_every_iteration_copies_across_relaunches(gpu):
+def test_every_iteration_copies_across_relaunches(graphs):
     """Each iteration's copy carries that iteration's input, through several relaunches of the kernel's graph;
     the kernel stays resident (its stream busy) between runs and leaves on stop()."""
     from ark_runtime import models
@@ -77,7 +68,7 @@ def test_every_iteration_copies_across_relaunches(gpu):
     assert rt._stream.done and rt.state == "stopped"
 
 
-def test_compute_reads_what_a_graph_copy_wrote(gpu):
+def test_compute_reads_what_a_graph_copy_wrote(graphs):
     """A device-to-device copy on a copy engine in the middle of a model: the op after it waits for it."""
     from ark_runtime.runtime import Runtime
 
@@ -99,7 +90,7 @@ def test_compute_reads_what_a_graph_copy_wrote(gpu):
         rt.wait(timeout=30)
 
 
-def test_auto_takes_the_graph_path_for_large_copies(gpu, monkeypatch):
+def test_auto_takes_the_graph_path_for_large_copies(graphs, monkeypatch):
     from ark_runtime import models
     from ark_runtime.runtime import Runtime
 
@@ -112,7 +103,7 @@ def test_auto_takes_the_graph_path_for_large_copies(gpu, monkeypatch):
         assert rt.report()[0].path == "sm"
 
 
-def test_graph_path_refused_with_a_reason(gpu, monkeypatch):
+def test_graph_path_refused_with_a_reason(graphs, monkeypatch):
     from ark_runtime import models
     from ark_runtime.runtime import LoopError, Runtime
 
@@ -121,7 +112,7 @@ def test_graph_path_refused_with_a_reason(gpu, monkeypatch):
         Runtime(models.copy_out(8192), copy_path="graph")
 
 
-def test_graph_runtime_then_plain_runtime(gpu):
+def test_graph_runtime_then_plain_runtime(graphs):
     """After a graph-path runtime stops, the GPU runs the next kernel: nothing of the graphs is left running."""
     from ark_runtime import models
     from ark_runtime.runtime import Runtime

@@ -18,19 +18,6 @@ pytestmark = pytest.mark.gpu
 TOL = {"fp32": 2e-4, "fp16": 2e-2, "bf16": 6e-2}  # relative to the output's scale
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    from driver.gpu.launch import gpu_unavailable_reason
-
-    reason = gpu_unavailable_reason()
-    if reason:
-        pytest.skip(f"needs a CUDA GPU: {reason}")
-    from host import native
-
-    if native.unavailable_reason() is None and native.cuda_probe().name.startswith("Fake CUDA device"):
-        pytest.skip("needs a real GPU to run kernels")
-
-
 def _inputs(model: Model, seed: int = 0) -> dict[str, np.ndarray]:
     """Standard normal values; a matmul's weights scaled by 1/sqrt(fan-in) as a model's are (unscaled, a
     transformer block's attention scores reach hundreds and bf16 rounding flips which key wins)."""

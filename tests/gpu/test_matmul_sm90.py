@@ -23,16 +23,7 @@ CTYPE = {"bf16": "__nv_bfloat16", "fp16": "__half"}
 
 
 @pytest.fixture(scope="module")
-def h100():
-    from driver.gpu.launch import gpu_unavailable_reason
-
-    reason = gpu_unavailable_reason()
-    if reason:
-        pytest.skip(f"needs a CUDA GPU: {reason}")
-    from host import native
-
-    if native.unavailable_reason() is None and native.cuda_probe().name.startswith("Fake CUDA device"):
-        pytest.skip("needs a real GPU to run kernels")
+def h100(gpu):
     import cupy
 
     cc = cupy.cuda.Device().compute_capability
