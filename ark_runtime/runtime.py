@@ -269,6 +269,7 @@ class Runtime:
         paths = {op.id: "sm" for op in copies}
         if not large:
             return paths
+        graphs_ok = graph_copies_unavailable() is None
         if copy_path == "engine" or engine in ("card", "software-cuda"):
             if engine not in (None, "none"):
                 self._open_engine(engine)
@@ -276,14 +277,14 @@ class Runtime:
                 raise LoopError("copy_path='engine' but no DMA engine is open here (engine=None, or none can run)")
         elif engine == "auto":
             self._open_engine("card", required=False)
-            if self._device is None and graph_copies_unavailable():
+            if self._device is None and not graphs_ok:
                 self._open_engine("software-cuda", required=False)
         graphs = 0
         for op in large:
             if self._device is not None and (self._engine.name == "card" or copy_path == "engine"
                                              or engine == "software-cuda"):
                 paths[op.id] = f"engine:{self._engine.name}"
-            elif graphs < GRAPH_LAUNCHES_PER_RUN and not graph_copies_unavailable():
+            elif graphs < GRAPH_LAUNCHES_PER_RUN and graphs_ok:
                 paths[op.id] = "graph"
                 graphs += 1
             elif self._device is not None:

@@ -255,7 +255,7 @@ def _arkdma(case: Case, inputs: dict, iterations: int):
             rt.wait()
             trips.append((time.perf_counter() - t0) * 1e6)
         if case.copy_path == "graph":  # the RING iterations timed take in the first relaunch
-            iterations = GRAPH_LAUNCHES_PER_RUN - 12 + RING // 2
+            iterations = GRAPH_LAUNCHES_PER_RUN - rt.iterations_done + RING // 2
         rt.run(iterations)
         rt.wait(timeout=120)
         stamps = rt.iteration_ns()
