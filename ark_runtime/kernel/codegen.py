@@ -7,10 +7,12 @@ cache."""
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from driver.gpu.tensor_maps import TENSOR_MAP_BYTES
 from ark_runtime.model import DTYPE_BYTES, Model, ModelError, Op, Tensor
 from ark_runtime.kernel.records import layout_checks
 from ark_runtime.plan import Plan
@@ -31,12 +33,45 @@ BINARY_CODE = {"add": "ADD", "sub": "SUB", "mul": "MUL", "div": "DIV", "max": "M
 REDUCE_CODE = {"sum": "R_SUM", "max": "R_MAX", "mean": "R_MEAN"}
 
 
+SM90_TMA_ENV = "ARK_SM90_TMA"  # "auto" (default: sm90_tma's rule), "1" every wgmma tile loads by TMA, "0" none does
+MAPS_PER_OP = 2  # tensor maps per op in Program.tmaps: A's at 2 op, B's at 2 op + 1
+
+
+def sm90_tma(tiles: int, num_sms: int) -> bool:
+    """Whether a matmul of `tiles` wgmma tiles loads them by TMA (matmul_tile_sm90_tma) rather than by cp.async. The
+    rule, from one H200 session (bench/results/h200/experiments/tma_raster): TMA where there are more tiles than SMs,
+    so a CTA runs tile after tile of one matmul (8192^3: 1,752 us against 1,984 with cp.async); cp.async where all
+    tiles run in one wave, as in the MLP and the transformer block (mlp-b8 79.4 us with cp.async against 91.9 with
+    TMA, block-s128 47.7 against 52.7): there each CTA runs one short tile per op, and TMA's start (barriers set up,
+    a tensor map read from global memory) is not won back."""
+    how = os.environ.get(SM90_TMA_ENV, "auto").strip().lower()
+    if how in ("0", "off", "no", "false"):
+        return False
+    if how in ("1", "on", "yes", "true"):
+        return True
+    return tiles > num_sms
+
+
+@dataclass(frozen=True)
+class TensorMapSpec:
+    """A tensor map the kernel's TMA loads read (matmul_sm90.cuh's matmul_tile_sm90_tma): the host encodes it over
+    the tensor's memory once the tensor has an address (driver/gpu/tensor_maps.py) into Program.tmaps[index]."""
+
+    index: int  # MAPS_PER_OP * op + (0 for A, 1 for B)
+    tensor: int  # the tensor's id
+    rows: int
+    cols: int  # contiguous, elements
+    box_rows: int
+    box_cols: int
+
+
 @dataclass(frozen=True)
 class KernelSource:
     text: str
     smem_bytes: int  # dynamic shared memory the kernel launches with
     name: str = "ark_loop"
     graph_copies: bool = False  # launches device graphs: relocatable code linked with the device runtime
+    tensor_maps: tuple[TensorMapSpec, ...] = ()
 
     @property
     def digest(self) -> str:
@@ -198,6 +233,14 @@ class _Gen:
         self.smem = 0
         self.asserts: list[str] = []
         self.wgmma = False  # a matmul uses matmul_sm90.cuh (then one CTA per SM: ARK_MIN_BLOCKS 1 on sm_90a)
+        self.maps: list[TensorMapSpec] = []
+
+    def tensor_maps(self, op: Op, a: Tensor, b: Tensor, bm: int) -> str:
+        """The arguments naming op's tensor maps of A (box 64 x bm) and B (box 64 x 64), which the host makes."""
+        first = MAPS_PER_OP * op.id
+        self.maps += [TensorMapSpec(first, a.id, a.rows, a.cols, bm, SM90_BK),
+                      TensorMapSpec(first + 1, b.id, b.rows, b.cols, SM90_BK, 64)]
+        return f"p.tmaps + {MAPS_PER_OP * TENSOR_MAP_BYTES} * op, p.tmaps + {MAPS_PER_OP * TENSOR_MAP_BYTES} * op + {TENSOR_MAP_BYTES}"
 
     def epilogue(self, op: Op, out: Tensor, extras: list[Tensor]) -> str:
         """The trailing argument `, Epi<id>{...}` for an op with elementwise ops fused into its stores (fusion.py:
@@ -371,12 +414,17 @@ class _Gen:
         part = (f"const int s = r0 / {m}; const long long k0 = (long long)s * {kp};\n"
                 f"      const {ct}* pa = {x[0]} + k0; const {ct}* pb = {x[1]} + k0 * {n}; "
                 f"float* po = {o} + (long long)s * {m * n};")
+        if sm90_tma(parts * -(-m // bm) * -(-n // bn), self.plan.num_sms):
+            call = (f"ark::matmul_tile_sm90_tma<{ct}, {bm}, {bn}, {stages}, float>({self.tensor_maps(op, a, b, bm)}, "
+                    f"po, {m}, {n}, {kp}, (int)k0, r0 - s * {m}, r1 - s * {m}, c0, c1, smem);")
+        else:
+            call = (f"ark::matmul_tile_sm90<{ct}, {bm}, {bn}, {stages}, float>(pa, pb, po, {m}, {n}, {kp}, r0 - s * {m}, "
+                    f"r1 - s * {m}, c0, c1, smem, {k});")
         return "\n".join([
             "{",
             f"      {part}",
             "#if ARK_HAS_WGMMA",
-            f"      ark::matmul_tile_sm90<{ct}, {bm}, {bn}, {stages}, float>(pa, pb, po, {m}, {n}, {kp}, r0 - s * {m}, "
-            f"r1 - s * {m}, c0, c1, smem, {k});",
+            f"      {call}",
             "#else",
             f"      ark::matmul_part_fma<{ct}>(pa, pb, po, {n}, {kp}, {k}, r0 - s * {m}, r1 - s * {m}, c0, c1);",
             "#endif",
@@ -399,10 +447,14 @@ class _Gen:
         shape = f"{x[0]}, {x[1]}, {o}, {a.rows}, {b.cols}, {a.cols}"
         wmma = f"ark::matmul_tile<{ct}, {bm}, {wbn}, {wstages}, true>"
         epi = self.epilogue(op, out, [self.model.tensors[i] for i in op.inputs[2:]])
+        if sm90_tma(-(-a.rows // bm) * -(-b.cols // bn), self.plan.num_sms):
+            call = (f"ark::matmul_tile_sm90_tma<{ct}, {bm}, {bn}, {stages}>({self.tensor_maps(op, a, b, bm)}, {o}, "
+                    f"{a.rows}, {b.cols}, {a.cols}, 0, r0, r1, c0, c1, smem{epi});")
+        else:
+            call = f"ark::matmul_tile_sm90<{ct}, {bm}, {bn}, {stages}>({shape}, r0, r1, c0, c1, smem{', 0' + epi if epi else ''});"
         return "\n".join([
             "#if ARK_HAS_WGMMA",
-            f"      ark::matmul_tile_sm90<{ct}, {bm}, {bn}, {stages}>({shape}, r0, r1, c0, c1, smem"
-            f"{', 0' + epi if epi else ''});",
+            f"      {call}",
             "#else",
             f"      for (int h = c0; h < c1; h += {wbn}) {{  // a loop, not two calls: one inlined copy's registers",
             "        if (h > c0) __syncthreads();  // the first part's warps are done with the shared memory",
@@ -629,4 +681,4 @@ def generate(model: Model, plan: Plan, graph_copies: bool = False) -> KernelSour
     proto = ("namespace ark { struct Program; __device__ unsigned long long copy_tile(const Program&, const arkdma_queue&, "
              "int, int, const void*, void*, unsigned long long); }")
     text = "\n".join(head[:3 + len(HEADERS)] + [proto] + head[3 + len(HEADERS):]) + "\n" + LOOP
-    return KernelSource(text, smem, graph_copies=graph_copies)
+    return KernelSource(text, smem, graph_copies=graph_copies, tensor_maps=tuple(g.maps))

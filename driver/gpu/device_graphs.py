@@ -12,10 +12,10 @@ passed here through the driver API, which shares the runtime's handles (cudaGrap
 from __future__ import annotations
 
 import ctypes
-import functools
 from collections.abc import Callable
 
 from driver.errors import ArkdmaError
+from driver.gpu import libcuda
 
 INSTANTIATE_DEVICE_LAUNCH = 4  # CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH
 FIRE_AND_FORGET_BUDGET = 120  # device launches one run of a graph may make (CUDA programming guide)
@@ -26,24 +26,12 @@ class DeviceGraphError(ArkdmaError):
     """A device-launchable graph could not be built; the message names the CUDA call and its error."""
 
 
-@functools.cache
 def _libcuda():
     try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError as exc:
-        raise DeviceGraphError(f"the CUDA driver library (libcuda.so.1) cannot be loaded: {exc}") from None
-    lib.cuGraphInstantiateWithFlags.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_ulonglong)
-    lib.cuGraphInstantiateWithFlags.restype = ctypes.c_int
-    lib.cuGetErrorName.argtypes = (ctypes.c_int, ctypes.POINTER(ctypes.c_char_p))
-    lib.cuGetErrorName.restype = ctypes.c_int
-    return lib
-
-
-def _error_name(code: int) -> str:
-    name = ctypes.c_char_p()
-    if _libcuda().cuGetErrorName(code, ctypes.byref(name)) == 0 and name.value:
-        return name.value.decode()
-    return f"CUresult {code}"
+        return libcuda.functions(cuGraphInstantiateWithFlags=(
+            (ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_ulonglong), ctypes.c_int))
+    except libcuda.DriverLibraryError as exc:
+        raise DeviceGraphError(str(exc)) from None
 
 
 class DeviceGraph:
@@ -60,7 +48,7 @@ class DeviceGraph:
         if rc != 0:
             runtime.graphDestroy(graph)
             raise DeviceGraphError(f"{what}: cuGraphInstantiateWithFlags(DEVICE_LAUNCH) failed with "
-                                   f"{_error_name(rc)}; device graph launch needs CUDA 12 or later and a graph of "
+                                   f"{libcuda.error_name(rc)}; device graph launch needs CUDA 12 or later and a graph of "
                                    "kernel and memcpy nodes on one GPU")
         self.handle = int(handle.value)
 

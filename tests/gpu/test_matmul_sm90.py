@@ -1,5 +1,5 @@
-"""The Hopper wgmma matmul tile (include/ark/matmul_sm90.cuh) on an H100: the template alone, one CTA per tile, in
-every block shape (128 or 64 rows; 256, 128 or 64 columns) at small and odd shapes (edge rows, columns and K
+"""The Hopper wgmma matmul tile (include/ark/matmul_sm90.cuh) on an H100: the template alone, one CTA per tile, with
+each loader (TMA, the default, and cp.async), in every block shape (128 or 64 rows; 256, 128 or 64 columns) at small and odd shapes (edge rows, columns and K
 zero-filled and masked) in bf16 and fp16 against float64 NumPy; then models through the Runtime, where codegen picks
 the tile; and timing prints (not assertions): 8192^3, and the medium matmuls of mlp-b64 and block-s128. Skips
 without a compute capability 9.0 GPU.
@@ -49,21 +49,28 @@ def _smem(bm: int, bn: int, stages: int) -> int:
     return stages * sm90_stage_bytes(bm, bn) + 1024  # matmul_sm90_smem<BM, BN, STAGES>()
 
 
-def _kernel(dtype: str, bm: int, bn: int, stages: int):
-    """matmul_tile_sm90 alone: CTA i computes tile i (bm x bn, row-major over the tiles)."""
+LOADERS = ("tma", "cp.async")
+
+
+def _kernel(dtype: str, bm: int, bn: int, stages: int, loader: str):
+    """matmul_tile_sm90 (cp.async) or matmul_tile_sm90_tma alone: CTA i computes tile i (bm x bn, row-major over the
+    tiles); the TMA tile reads the tensor maps at `maps` (A's, then B's)."""
     from driver.gpu import compile
 
     t = CTYPE[dtype]
+    bounds = f"r0, min(r0 + {bm}, m), c0, min(c0 + {bn}, n), smem"
+    call = (f"ark::matmul_tile_sm90_tma<{t}, {bm}, {bn}, {stages}>(maps, maps + 128, out, m, n, k, 0, {bounds});"
+            if loader == "tma" else f"ark::matmul_tile_sm90<{t}, {bm}, {bn}, {stages}>(a, b, out, m, n, k, {bounds});")
     src = f"""// ark headers {headers_digest()} (compile.load caches by source: a header edit must change it)
 #define ARKDMA_ARCH_SPECIFIC 1
 #include <ark/matmul_sm90.cuh>
-extern "C" __global__ void __launch_bounds__(256, 1) tile(const {t}* a, const {t}* b, {t}* out, int m, int n, int k) {{
+extern "C" __global__ void __launch_bounds__(256, 1) tile(const {t}* a, const {t}* b, {t}* out, int m, int n, int k,
+                                                          const unsigned char* maps) {{
   extern __shared__ __align__(128) unsigned char smem[];
   static_assert(ark::matmul_sm90_smem<{bm}, {bn}, {stages}>() == {_smem(bm, bn, stages)}, "the test's _smem");
   const int tn = (n + {bn} - 1) / {bn};
   const int r0 = blockIdx.x / tn * {bm}, c0 = blockIdx.x % tn * {bn};
-  ark::matmul_tile_sm90<{t}, {bm}, {bn}, {stages}>(a, b, out, m, n, k, r0, min(r0 + {bm}, m), c0, min(c0 + {bn}, n),
-                                                   smem);
+  {call}
 }}
 """
     # ARK_REQUIRE_WGMMA: a compile error, not a silent fallback, if this were not built for sm_90a
@@ -72,16 +79,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) tile(const {t}* a, const {t
     return fn
 
 
-def _run_tile(dtype: str, bm: int, bn: int, stages: int, a_bits: np.ndarray, b_bits: np.ndarray) -> np.ndarray:
+def _run_tile(dtype: str, bm: int, bn: int, stages: int, a_bits: np.ndarray, b_bits: np.ndarray,
+              loader: str = "tma") -> np.ndarray:
     """The kernel's output bits, (m + 1) x n: row m must stay 0xFFFF (no store past the last row)."""
     import cupy
+
+    from driver.gpu.tensor_maps import encode
 
     (m, k), n = a_bits.shape, b_bits.shape[1]
     a, b = cupy.asarray(a_bits), cupy.asarray(b_bits)
     out = cupy.full((m + 1, n), 0xFFFF, cupy.uint16)  # NaN everywhere; row m guards against stores past the end
-    fn = _kernel(dtype, bm, bn, stages)
+    maps = cupy.asarray(np.concatenate([encode(a.data.ptr, m, k, bm, 64), encode(b.data.ptr, k, n, 64, 64)]))
+    fn = _kernel(dtype, bm, bn, stages, loader)
     tiles = -(-m // bm) * -(-n // bn)
-    fn((tiles,), (256,), (a, b, out, np.int32(m), np.int32(n), np.int32(k)), shared_mem=_smem(bm, bn, stages))
+    fn((tiles,), (256,), (a, b, out, np.int32(m), np.int32(n), np.int32(k), maps), shared_mem=_smem(bm, bn, stages))
     cupy.cuda.Device().synchronize()
     return out.get()
 
@@ -113,26 +124,37 @@ def _mismatch(got_bits: np.ndarray, want: np.ndarray, dtype: str, bm: int, bn: i
             f"{np.unique(bad[:, 0] % bm)[:24].tolist()}, bad columns % {bn}: {np.unique(bad[:, 1] % bn)[:24].tolist()}")
 
 
+@pytest.mark.parametrize("loader", LOADERS)
 @pytest.mark.parametrize("bm,bn", SM90_BLOCKS)
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("m,n,k", [(128, 128, 64), (256, 384, 192), (200, 296, 136), (1000, 1000, 1000),
                                    (5, 200, 24), (130, 136, 8), (384, 512, 4096)])
-def test_the_tile_matches_float64(h100, dtype, bm, bn, m, n, k):
+def test_the_tile_matches_float64(h100, dtype, bm, bn, m, n, k, loader):
     """Each block with its deepest ring (more slices than K has, at small K)."""
     stages = sm90_stages(bm, bn, 1 << 20)
     a_bits, b_bits = _inputs(dtype, m, n, k)
     want = _from_bits(a_bits, dtype) @ _from_bits(b_bits, dtype)
-    bad = _mismatch(_run_tile(dtype, bm, bn, stages, a_bits, b_bits), want, dtype, bm, bn)
-    assert bad is None, f"{m}x{n}x{k} {dtype} {bm}x{bn}, {stages} stages: {bad}"
+    bad = _mismatch(_run_tile(dtype, bm, bn, stages, a_bits, b_bits, loader), want, dtype, bm, bn)
+    assert bad is None, f"{m}x{n}x{k} {dtype} {bm}x{bn}, {stages} stages, {loader}: {bad}"
+
+
+@pytest.mark.parametrize("bm,bn", SM90_BLOCKS)
+def test_both_loaders_give_the_same_bits(h100, bm, bn):
+    """TMA and cp.async fill the ring alike (zeros past every edge), so the sums are the same to the bit."""
+    a_bits, b_bits = _inputs("bf16", 333, 520, 1000, seed=7)
+    stages = sm90_stages(bm, bn, 1000)
+    tma, cp = (_run_tile("bf16", bm, bn, stages, a_bits, b_bits, loader) for loader in LOADERS)
+    assert np.array_equal(tma, cp)
 
 
 GRID_M, GRID_N = (17, 64, 100, 128, 130, 512), (64, 136, 1024)
 
 
+@pytest.mark.parametrize("loader", LOADERS)
 @pytest.mark.parametrize("k", [64, 1000, 4096])
 @pytest.mark.parametrize("bm,bn", SM90_BLOCKS)
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
-def test_every_block_on_the_medium_grid(h100, dtype, bm, bn, k):
+def test_every_block_on_the_medium_grid(h100, dtype, bm, bn, k, loader):
     """M in GRID_M times N in GRID_N (few of them block multiples), with the ring codegen gives this K."""
     stages = sm90_stages(bm, bn, k)
     a_all, b_all = _inputs(dtype, max(GRID_M), max(GRID_N), k, seed=k)
@@ -141,10 +163,10 @@ def test_every_block_on_the_medium_grid(h100, dtype, bm, bn, k):
     for m in GRID_M:
         for n in GRID_N:
             a_bits, b_bits = np.ascontiguousarray(a_all[:m]), np.ascontiguousarray(b_all[:, :n])
-            bad = _mismatch(_run_tile(dtype, bm, bn, stages, a_bits, b_bits), want_all[:m, :n], dtype, bm, bn)
+            bad = _mismatch(_run_tile(dtype, bm, bn, stages, a_bits, b_bits, loader), want_all[:m, :n], dtype, bm, bn)
             if bad:
                 fails.append(f"{m}x{n}x{k}: {bad}")
-    assert not fails, f"{dtype} {bm}x{bn}, {stages} stages:\n" + "\n".join(fails)
+    assert not fails, f"{dtype} {bm}x{bn}, {stages} stages, {loader}:\n" + "\n".join(fails)
 
 
 def _check_model(model: Model, **kw):
@@ -183,15 +205,18 @@ def _check_model(model: Model, **kw):
     ("fp16", (2, 50, 1000, 520), 8, (128, 64)),  # 100 rows (batch 2 x 50) in one 128-row block; N ragged
     ("bf16", (50, 520, 1000), 8, (64, 128)),  # 50 rows: the warpgroups split K and add their sums
 ])
-def test_models_run_the_wgmma_tile_through_the_runtime(h100, dtype, shape, sms, block):
+@pytest.mark.parametrize("loader", LOADERS)
+def test_models_run_the_wgmma_tile_through_the_runtime(h100, dtype, shape, sms, block, loader, monkeypatch):
     from driver.gpu import compile
 
+    monkeypatch.setenv("ARK_SM90_TMA", "1" if loader == "tma" else "0")
     m = Model(f"sm90-{dtype}")
     *lead, k, n = shape
     x = m.input("x", (*lead, k), dtype)
     m.output(m.matmul(x, m.input("w", (k, n), dtype)))
     text = _check_model(m, sms=sms)
-    assert f"matmul_tile_sm90<{CTYPE[dtype]}, {block[0]}, {block[1]}," in text
+    tile = "matmul_tile_sm90_tma" if loader == "tma" else "matmul_tile_sm90"
+    assert f"{tile}<{CTYPE[dtype]}, {block[0]}, {block[1]}," in text
     assert compile.arch_specific(text, "90") == "sm_90a"
 
 
@@ -213,7 +238,8 @@ def test_the_medium_grid_through_the_runtime(h100, dtype, k, sms):
     """The grid as one model: on all SMs every matmul takes 64 x 64 blocks, on 2 SMs the six blocks all occur."""
     text = _check_model(_grid(k, dtype), **({"sms": sms} if sms else {}))
     want = set(SM90_BLOCKS) if sms == 2 else {(64, 64)}
-    assert {b for b in SM90_BLOCKS if f"matmul_tile_sm90<{CTYPE[dtype]}, {b[0]}, {b[1]}," in text} == want
+    assert {b for b in SM90_BLOCKS for tile in ("matmul_tile_sm90<", "matmul_tile_sm90_tma<")
+            if f"{tile}{CTYPE[dtype]}, {b[0]}, {b[1]}," in text} == want
 
 
 def test_a_block_with_the_wgmma_tile_beside_other_ops(h100):
@@ -255,21 +281,25 @@ def test_timing_8192(h100):
     a_bits = _to_bits(rng.standard_normal((n, n), np.float32), "bf16")
     b_bits = _to_bits(rng.standard_normal((n, n), np.float32) / math.sqrt(n), "bf16")
 
-    # the template alone, one plain launch of 64 x 32 CTAs
+    # the template alone, one plain launch of 64 x 32 CTAs, with each loader
+    from driver.gpu.tensor_maps import encode
+
     a, b = cupy.asarray(a_bits), cupy.asarray(b_bits)
     out = cupy.zeros((n, n), cupy.uint16)
+    maps = cupy.asarray(np.concatenate([encode(a.data.ptr, n, n, 128, 64), encode(b.data.ptr, n, n, 64, 64)]))
     stages = sm90_stages(128, 256, n)
-    fn = _kernel("bf16", 128, 256, stages)
-    args = (a, b, out, np.int32(n), np.int32(n), np.int32(n))
-    fn((n // 128 * n // 256,), (256,), args, shared_mem=_smem(128, 256, stages))
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
-    start.record()
-    for _ in range(5):
+    args = (a, b, out, np.int32(n), np.int32(n), np.int32(n), maps)
+    for loader in LOADERS:
+        fn = _kernel("bf16", 128, 256, stages, loader)
         fn((n // 128 * n // 256,), (256,), args, shared_mem=_smem(128, 256, stages))
-    end.record()
-    end.synchronize()
-    ms = cupy.cuda.get_elapsed_time(start, end) / 5
-    lines.append(f"matmul_tile_sm90 alone (plain launch): {ms:.3f} ms, {flops / ms / 1e9:.0f} TFLOP/s")
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        for _ in range(5):
+            fn((n // 128 * n // 256,), (256,), args, shared_mem=_smem(128, 256, stages))
+        end.record()
+        end.synchronize()
+        ms = cupy.cuda.get_elapsed_time(start, end) / 5
+        lines.append(f"the tile alone ({loader}, plain launch): {ms:.3f} ms, {flops / ms / 1e9:.0f} TFLOP/s")
 
     try:
         import torch
@@ -290,7 +320,7 @@ def test_timing_8192(h100):
         torch.cuda.empty_cache()
     except ImportError:
         tms = None
-    del a, b, out
+    del a, b, out, maps
     cupy.get_default_memory_pool().free_all_blocks()
 
     # the loop kernel (codegen picks 128 x 256 wgmma tiles for matmul8192)
@@ -299,7 +329,7 @@ def test_timing_8192(h100):
 
     model = models.matmul(n)
     with Runtime(model) as rt:
-        assert "matmul_tile_sm90<__nv_bfloat16, 128, 256," in rt.source.text
+        assert "matmul_tile_sm90_tma<__nv_bfloat16, 128, 256," in rt.source.text
         rt.set("a", _from_bits(a_bits, "bf16").astype(np.float32))
         rt.set("b", _from_bits(b_bits, "bf16").astype(np.float32))
         rt.run(12)
@@ -376,7 +406,7 @@ def test_timing_medium(h100, m, k, n):
     model = Model(f"mm{m}x{k}x{n}")
     model.output(model.matmul(model.input("x", (m, k), "bf16"), model.input("w", (k, n), "bf16")))
     ms, table, err, text = _time_model(model)
-    block = re.search(r"matmul_tile_sm90<__nv_bfloat16, (\d+), (\d+), (\d+)(, float)?>", text)  # float: split K
+    block = re.search(r"matmul_tile_sm90(?:_tma)?<__nv_bfloat16, (\d+), (\d+), (\d+)(, float)?>", text)  # float: split K
     flops, nbytes = 2.0 * m * k * n, 2.0 * (m * k + k * n + m * n)
     lines = [f"{m}x{k} @ {k}x{n} bf16, loop kernel: {ms * 1e3:.1f} us per iteration, {flops / ms / 1e9:.1f} TFLOP/s, "
              f"{nbytes / ms / 1e6:.0f} GB/s; block {block.group(1)} x {block.group(2)}, {block.group(3)} stages"

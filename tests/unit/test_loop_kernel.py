@@ -69,7 +69,7 @@ def test_matmuls_of_few_rows_stream_their_weights(rows, skinny, wgmma):
     m = _skinny(rows, 4096, 4096)
     src = generate(m, build_plan(m, DeviceSpec(num_sms=132, wgmma=wgmma)))
     assert ("ark::gemv_tile<" in src.text) == skinny and ("ark::matmul_tile<" in src.text) == (not skinny)
-    assert ("ark::matmul_tile_sm90<" in src.text) == (wgmma and not skinny)
+    assert ("ark::matmul_tile_sm90<" in src.text) == (wgmma and not skinny)  # one wave of tiles: cp.async loads
     if skinny:  # 32 columns a tile (128 tiles for 132 SMs), the slices in flight counted in the launch's smem
         g = GemvConfig.of("bf16", rows, 32)
         assert f"ark::gemv_tile<__nv_bfloat16, {rows}, 32, {g.cpt}, {g.rpt}, {g.stages}, true>" in src.text

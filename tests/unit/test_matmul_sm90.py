@@ -1,5 +1,5 @@
 """The Hopper wgmma matmul tile without a GPU: where codegen and the tiling choose it (and agree), the switch that
-turns it off, the sm_90a compile that CI would otherwise never see (ARK_REQUIRE_WGMMA makes a kernel without the
+turns it off, the tensor maps its TMA loads read (and the switch back to cp.async loads), the sm_90a compile that CI would otherwise never see (ARK_REQUIRE_WGMMA makes a kernel without the
 wgmma path a compile error), the sm_90 compile of the same kernel with its WMMA fallback, and which sources
 driver/gpu/compile.py builds for sm_90a. The tile's numbers are checked on a GPU: tests/gpu/test_matmul_sm90.py."""
 
@@ -9,13 +9,25 @@ import pytest
 
 from ark_runtime import models
 from ark_runtime.fusion import fuse
-from ark_runtime.kernel.codegen import INCLUDE_DIR, SM90_ARCH_MARK, generate, matmul_sm90_smem, sm90_stages
+from ark_runtime.kernel.codegen import (INCLUDE_DIR, MAPS_PER_OP, SM90_ARCH_MARK, SM90_TMA_ENV, TensorMapSpec, generate,
+                                        matmul_sm90_smem, sm90_stages)
 from ark_runtime.model import Model
 from ark_runtime.plan import build_plan
 from ark_runtime.scheduler import DeviceSpec
 from ark_runtime.tiling import SM90_BLOCKS, SM90_ENV, SM90_FILL, matmul_block, sm90_matmul_block
 
 cupy = pytest.importorskip("cupy", reason="the gpu extra (CuPy, NVRTC) is not installed")
+
+
+@pytest.fixture(params=["tma", "cp.async"])
+def loader(request, monkeypatch):
+    """Both ways the wgmma tile loads its slices: TMA (the default) and cp.async ($ARK_SM90_TMA=0)."""
+    monkeypatch.setenv(SM90_TMA_ENV, "1" if request.param == "tma" else "0")
+    return request.param
+
+
+def _tile(loader: str) -> str:
+    return "ark::matmul_tile_sm90_tma" if loader == "tma" else "ark::matmul_tile_sm90"
 
 
 def _generate(model: Model, sms: int):
@@ -97,7 +109,7 @@ def test_stages_fit_the_budget(bm, bn, k, stages):
     assert bm == 128 or stages * (bm + bn) * 128 >= 256 * bn  # BM = 64: the warpgroups' exchange fits the ring
 
 
-def test_the_plan_cuts_what_the_kernel_computes():
+def test_the_plan_cuts_what_the_kernel_computes(loader):
     model, plan, src = _generate(_two_matmuls("bf16"), sms=8)
     mm = [op for op in model.ops if op.kind == "matmul"]
     assert [sm90_matmul_block(model.tensors[o.inputs[0]].rows, model.tensors[o.inputs[1]].cols,
@@ -106,13 +118,20 @@ def test_the_plan_cuts_what_the_kernel_computes():
         out = model.tensors[op.output]
         regions = sorted((t["writes"][1], t["writes"][3]) for t in plan.tiles if t["op"] == op.id)
         assert regions == [(r, c) for r in range(0, out.rows, bm) for c in range(0, out.cols, bn)]
-    assert "ark::matmul_tile_sm90<__nv_bfloat16, 128, 256, 4>" in src.text
-    assert "ark::matmul_tile_sm90<__nv_bfloat16, 128, 128, 6>" in src.text
+    assert f"{_tile(loader)}<__nv_bfloat16, 128, 256, 4>(" in src.text
+    assert f"{_tile(loader)}<__nv_bfloat16, 128, 128, 6>(" in src.text
+    # TMA: A's map boxes a block's rows by 64 of K, B's 64 of K by 64 columns, at the op's two indices
+    want = [] if loader == "cp.async" else [
+        spec for (op, (bm, _)) in zip(mm, [(128, 256), (128, 128)])
+        for a, b in [(model.tensors[op.inputs[0]], model.tensors[op.inputs[1]])]
+        for spec in (TensorMapSpec(MAPS_PER_OP * op.id, a.id, a.rows, a.cols, bm, 64),
+                     TensorMapSpec(MAPS_PER_OP * op.id + 1, b.id, b.rows, b.cols, 64, 64))]
+    assert list(src.tensor_maps) == want
     assert SM90_ARCH_MARK in src.text and "#define ARK_MIN_BLOCKS 1" in src.text
     assert src.smem_bytes == max(matmul_sm90_smem(128, 256, 136), matmul_sm90_smem(128, 128, 520))
 
 
-def test_the_plan_cuts_every_block_shape_as_the_kernel_computes():
+def test_the_plan_cuts_every_block_shape_as_the_kernel_computes(loader):
     model, plan, src = _generate(_grid(1000), sms=2)
     seen = set()
     for op in model.ops:
@@ -122,15 +141,32 @@ def test_the_plan_cuts_every_block_shape_as_the_kernel_computes():
         regions = sorted(tuple(t["writes"][1:]) for t in plan.tiles if t["op"] == op.id)
         assert regions == [(r, min(r + bm, out.rows), c, min(c + bn, out.cols)) for r in range(0, out.rows, bm)
                            for c in range(0, out.cols, bn)]
-        assert f"ark::matmul_tile_sm90<__nv_bfloat16, {bm}, {bn}, {sm90_stages(bm, bn, 1000)}>(" in src.text
+        assert f"{_tile(loader)}<__nv_bfloat16, {bm}, {bn}, {sm90_stages(bm, bn, 1000)}>(" in src.text
+        assert loader == "cp.async" or TensorMapSpec(MAPS_PER_OP * op.id, a.id, a.rows, a.cols, bm, 64) in src.tensor_maps
     assert seen == set(SM90_BLOCKS)
+
+
+@pytest.mark.parametrize("name,tma", [("matmul8192", True), ("block-s128", False), ("mlp-b64", False),
+                                      ("block-s512", False)])
+@pytest.mark.parametrize("env", [None, "auto", "1", "0"])
+def test_tma_loads_where_a_matmul_has_more_tiles_than_sms(name, tma, env, monkeypatch):
+    """auto (the default): TMA for matmuls of more tiles than SMs (CTAs run tile after tile), cp.async where every tile
+    runs in one wave; $ARK_SM90_TMA=1 or 0 forces either, for every wgmma tile of the model."""
+    if env is None:
+        monkeypatch.delenv(SM90_TMA_ENV, raising=False)
+    else:
+        monkeypatch.setenv(SM90_TMA_ENV, env)
+    want = {"1": True, "0": False}.get(env, tma)
+    _, _, src = _generate(models.named(name), sms=132)
+    assert ("matmul_tile_sm90_tma<" in src.text) == want and bool(src.tensor_maps) == want
+    assert ("matmul_tile_sm90<" in src.text) == (not want)
 
 
 def test_the_switch_turns_the_wgmma_tile_off(monkeypatch):
     monkeypatch.setenv(SM90_ENV, "0")
     assert sm90_matmul_block(8192, 8192, 8192, "bf16", 132) is None
     model, plan, src = _generate(models.named("matmul8192"), sms=132)
-    assert "matmul_tile_sm90" not in src.text and SM90_ARCH_MARK not in src.text
+    assert "matmul_tile_sm90" not in src.text and SM90_ARCH_MARK not in src.text and not src.tensor_maps
     assert "__launch_bounds__(THREADS, ARK_MIN_BLOCKS)" in src.text and "#define ARK_MIN_BLOCKS 2" in src.text
     bm, bn = matmul_block(8192, 8192, 132)
     assert len(plan.tiles) == (8192 // bm) * (8192 // bn)
@@ -138,7 +174,7 @@ def test_the_switch_turns_the_wgmma_tile_off(monkeypatch):
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("case", ["two", "grid"])
-def test_the_wgmma_tile_compiles_for_sm90a_and_falls_back_on_sm90(dtype, case):
+def test_the_wgmma_tile_compiles_for_sm90a_and_falls_back_on_sm90(dtype, case, loader):
     from driver.gpu import compile
 
     _, _, src = _generate(_two_matmuls(dtype), sms=8) if case == "two" else _generate(_grid(1000, dtype), sms=2)
@@ -150,7 +186,7 @@ def test_the_wgmma_tile_compiles_for_sm90a_and_falls_back_on_sm90(dtype, case):
 
 
 @pytest.mark.parametrize("name", ["matmul8192", "block-s512", "block-s128", "mlp-b64"])
-def test_named_models_compile_for_sm90a(name):
+def test_named_models_compile_for_sm90a(name, loader):
     from driver.gpu import compile
 
     _, _, src = _generate(models.named(name), sms=132)
@@ -158,7 +194,7 @@ def test_named_models_compile_for_sm90a(name):
 
 
 @pytest.mark.parametrize("name", ["matmul8192", "grid"])
-def test_the_wgmma_tile_keeps_its_accumulators_in_registers(name):
+def test_the_wgmma_tile_keeps_its_accumulators_in_registers(name, loader):
     """ptxas on the sm_90a kernel: no spills (a spilled accumulator would also serialise the wgmma pipeline);
     `grid` has every block shape, 64-row ones with their exchange of sums included."""
     from cupy.cuda import nvrtc

@@ -19,7 +19,7 @@ from ark_runtime.models import NAMED, chain, named  # noqa: E402
 from ark_runtime.plan import Plan, PlanError, build_plan  # noqa: E402
 from ark_runtime.plan_check import check  # noqa: E402
 from ark_runtime.scheduler import DeviceSpec  # noqa: E402
-from ark_runtime.tiling import skinny, skinny_cols, tile_model  # noqa: E402
+from ark_runtime.tiling import block_order, skinny, skinny_cols, tile_model  # noqa: E402
 from tests.unit.model_strategies import models  # noqa: E402
 
 
@@ -231,3 +231,28 @@ def test_round_robin_placement_puts_every_edge_of_a_chain_across_sms():
     assert plan.estimate["placement"] == "round-robin"
     with pytest.raises(PlanError, match="placement 'nearest' is not one of cost, round-robin"):
         build_plan(dependent_tasks(4), DeviceSpec(num_sms=2), placement="nearest")
+
+
+@settings(max_examples=200, deadline=None)
+@given(m=st.integers(1, 3000), n=st.integers(1, 3000), bm=st.sampled_from([64, 128]),
+       bn=st.sampled_from([64, 128, 256]), sms=st.integers(1, 200))
+def test_a_matmul_deals_each_block_once_in_bands(m, n, bm, bn, sms):
+    """block_order: every block of the output once, whole and inside it; within a band of rows, column by column."""
+    order = block_order(m, n, bm, bn, sms)
+    want = {(r, min(r + bm, m), c, min(c + bn, n)) for r in range(0, m, bm) for c in range(0, n, bn)}
+    assert len(order) == len(want) and set(order) == want
+    rows, cols = -(-m // bm), -(-n // bn)
+    g = max(1, min(rows, round((sms * bn / bm) ** 0.5)))
+    i = 0
+    for first in range(0, rows, g):  # a band: its rows, column by column
+        height = min(g, rows - first)
+        for c in range(cols):
+            for r in range(first, first + height):
+                assert (order[i][0] // bm, order[i][2] // bn) == (r, c)
+                i += 1
+
+
+def test_a_wave_of_8192_cubed_reads_16_block_rows_not_all_of_b():
+    order = block_order(8192, 8192, 128, 256, 132)
+    wave = order[:132]
+    assert len({r for r, *_ in wave}) == 16 and len({c for *_, c, _ in wave}) == 9

@@ -96,9 +96,12 @@ def test_names_survive_the_split():
             assert runs.tensors[o.inputs[0]].dtype == "fp32" and runs.tensors[o.inputs[0]].placement == "device"
 
 
+@pytest.mark.parametrize("tma", ["1", "0"])
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_90"])
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
-def test_split_kernels_compile(arch, dtype):
+def test_split_kernels_compile(arch, dtype, tma, monkeypatch):
+    """Parts loading by TMA ($ARK_SM90_TMA=1) or by cp.async (0, and what auto picks: parts fill one wave at most)."""
+    monkeypatch.setenv("ARK_SM90_TMA", tma)
     pytest.importorskip("cupy", reason="the gpu extra (CuPy, NVRTC) is not installed")
     from ark_runtime.kernel.codegen import INCLUDE_DIR, generate
     from driver.gpu import compile
@@ -106,5 +109,12 @@ def test_split_kernels_compile(arch, dtype):
     model = _matmul(100, 2048, 136, dtype)
     runs = split_k(model, H100)
     src = generate(runs, build_plan(runs, H100))
-    assert ", float>(pa, pb, po," in src.text and "ark::split_sum_tile<2," in src.text
+    assert "ark::split_sum_tile<2," in src.text
+    if tma == "1":  # each part's loads address the whole of A and B by their k (maps over the whole matrices)
+        mm = next(o for o in runs.ops if o.kind == "matmul")
+        assert ", float>(p.tmaps + " in src.text
+        assert [(m.tensor, m.rows, m.cols) for m in src.tensor_maps] == [(mm.inputs[0], 100, 2048),
+                                                                          (mm.inputs[1], 2048, 136)]
+    else:
+        assert ", float>(pa, pb, po," in src.text and not src.tensor_maps
     assert compile.cubin(src.text, arch, (f"-I{INCLUDE_DIR}",))[:4] == b"\x7fELF"

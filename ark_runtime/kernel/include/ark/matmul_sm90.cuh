@@ -11,10 +11,13 @@
  * K goes in BK = 64 slices through a ring of STAGES slices in shared memory (a slice: A BM x 64, 16 or 8 KiB,
  * and B 64 x BN, 32, 16 or 8 KiB).
  *
- * Loads: cp.async 16-byte copies by all 256 threads that write the 128-byte-swizzled layout directly (no TMA:
- * a tensor map is made on the host per tensor address, and the loop kernel's addresses are data the host does
- * not hand to codegen; cp.async also zero-fills rows, columns and K past the matrix with src-size 0). K and N
- * must be multiples of 8 (16-byte rows); the generated code only picks this template then.
+ * Loads, two ways into the same ring layout (both zero-fill rows, columns and K past the matrix):
+ *   matmul_tile_sm90_tma (what codegen calls): TMA, one thread issuing a 2-D box copy per operand panel from tensor
+ *     maps the host makes once the tensors have addresses (codegen lists them, ark_runtime/runtime.py encodes them
+ *     into Program.tmaps), completion counted on mbarriers;
+ *   matmul_tile_sm90 ($ARK_SM90_TMA=0): cp.async 16-byte copies by all 256 threads that write the 128-byte-swizzled
+ *     layout directly.
+ * K and N must be multiples of 8 (16-byte rows); the generated code only picks these templates then.
  *
  * Shared-memory layout (byte offsets from a 1024-byte aligned slice; "chunk" = 16 bytes = 8 elements):
  *   A, K-major, rows of 64 elements = 128 bytes:
@@ -33,11 +36,12 @@
  *
  *   (kk is the k16 step within the slice: 0-3, or at BM = 64 2w and 2w + 1 for warpgroup w.)
  *
- * Pipeline, per slice s: wait for this thread's copies of slice s (cp.async.wait_group), fence.proxy.async (make
- * the generic-proxy writes visible to the async proxy wgmma reads through), __syncthreads; wgmma.fence, four
- * wgmma (k 0-63; two per warpgroup at BM = 64), commit; start loading slice s + STAGES - 2 into the buffer of
- * slice s - 2; wgmma.wait_group 1 (slice s - 1's wgmma done: its buffer is free after the next __syncthreads). So
- * one slice multiplies while the next is queued on the tensor cores and STAGES - 2 load.
+ * Pipeline of matmul_tile_sm90, per slice s: wait for this thread's copies of slice s (cp.async.wait_group),
+ * fence.proxy.async (make the generic-proxy writes visible to the async proxy wgmma reads through), __syncthreads;
+ * wgmma.fence, four wgmma (k 0-63; two per warpgroup at BM = 64), commit; start loading slice s + STAGES - 2 into
+ * the buffer of slice s - 2; wgmma.wait_group 1 (slice s - 1's wgmma done: its buffer is free after the next
+ * __syncthreads). So one slice multiplies while the next is queued on the tensor cores and STAGES - 2 load.
+ * matmul_tile_sm90_tma's pipeline is described at the function.
  *
  * Compiled only for sm_90a (wgmma needs the arch-specific target): ARK_HAS_WGMMA is 0 elsewhere and the generated
  * code calls the WMMA template (matmul.cuh) instead.
@@ -97,6 +101,50 @@ template <int N> __device__ __forceinline__ void fence_acc(float (&d)[N]) {
 __device__ __forceinline__ unsigned long long desc(unsigned addr, unsigned lbo, unsigned sbo) {
   return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
          ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
+}
+
+/* mbarriers (PTX ISA "Parallel Synchronization and Communication Instructions: mbarrier") and the TMA copy of
+ * one 2-D box (cp.async.bulk.tensor), for matmul_tile_sm90_tma. Addresses are shared-memory offsets. */
+constexpr int MAX_BARRIERS = 32;
+__device__ __forceinline__ unsigned barriers() {
+  __shared__ alignas(8) unsigned long long bars[MAX_BARRIERS];  // one set per CTA, for whichever tile runs
+  return (unsigned)__cvta_generic_to_shared(bars);
+}
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_inval(unsigned bar) {
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+/* Until the barrier's phase with this parity has completed. */
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+  asm volatile("{\n.reg .pred done;\nWAIT:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+               "@!done bra WAIT;\n}\n" ::"r"(bar), "r"(parity) : "memory");
+}
+/* The box at (x, y) (x the contiguous dimension) of the tensor map at `map` into shared memory at dst; its bytes
+ * count against barrier bar's expected bytes. */
+__device__ __forceinline__ void tma_2d(unsigned dst, const void* map, unsigned bar, int x, int y) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+               ::"r"(dst), "l"(map), "r"(x), "r"(y), "r"(bar) : "memory");
+}
+/* Slice at k of the block at (r0, c0): A's box (BM rows) and B's 64-column panels, expected on barrier bar. */
+template <int BM, int BN>
+__device__ __forceinline__ void tma_slice(const void* map_a, const void* map_b, unsigned slice, unsigned bar, int k,
+                                          int r0, int c0) {
+  mbar_expect_tx(bar, stage_bytes<BM, BN>());
+  tma_2d(slice, map_a, bar, k, r0);
+#pragma unroll
+  for (int p = 0; p < BN / 64; ++p) tma_2d(slice + a_bytes<BM>() + p * BK * 128, map_b, bar, c0 + 64 * p, k);
 }
 
 #define ARK_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
@@ -271,9 +319,41 @@ __device__ __forceinline__ void take_half(float (&acc)[BN / 2], const float* x, 
 
 }  // namespace sm90
 
-/* The tile; every thread of the CTA (256) calls it with the same arguments. smem: matmul_sm90_smem<BM, BN,
- * STAGES>() bytes of dynamic shared memory. A split-K part (split_k.py) passes A and B from its first k, its part's
- * k, A's whole row stride as lda, and fp32 sums as TO. */
+namespace sm90 {
+/* The epilogue of both tiles: every thread's sums of the block (BM = 64: the warpgroups' halves added through the
+ * ring first) through `epi` to `out`. Every copy into the ring is in and every wgmma done when it is called. */
+template <int BM, int BN, typename TO, typename Epi>
+__device__ __forceinline__ void finish(float (&acc)[BN / 2], TO* out, int n, int r0, int r1, int c0, int c1,
+                                       unsigned char* smem, unsigned smem_at, unsigned base, const Epi& epi) {
+  const int wg = threadIdx.x >> 7;
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int row = r0 + (BM == 128 ? wg * 64 : 0) + warp * 16 + (lane >> 2);
+  const int col = c0 + (lane & 3) * 2;
+  if constexpr (BM == 128) {
+    store_cols<TO, BN, 0, BN / 8>(acc, out, n, row, col, r1, c1, epi);
+  } else {
+    // add the warpgroups' sums through the ring (both warpgroups' wgmma are done once all pass this barrier); each
+    // warpgroup then stores half of the columns
+    __syncthreads();
+    float* x = (float*)(smem + (base - smem_at));
+    const int t = threadIdx.x & 127;
+    if (wg == 0) give_half<BN, 0>(acc, x, t);
+    else give_half<BN, 1>(acc, x, t);
+    __syncthreads();
+    if (wg == 0) {
+      take_half<BN, 0>(acc, x, t);
+      store_cols<TO, BN, 0, BN / 16>(acc, out, n, row, col, r1, c1, epi);
+    } else {
+      take_half<BN, 1>(acc, x, t);
+      store_cols<TO, BN, BN / 16, BN / 8>(acc, out, n, row, col, r1, c1, epi);
+    }
+  }
+}
+}  // namespace sm90
+
+/* The tile with cp.async loads; every thread of the CTA (256) calls it with the same arguments. smem:
+ * matmul_sm90_smem<BM, BN, STAGES>() bytes of dynamic shared memory. A split-K part (split_k.py) passes A and B from
+ * its first k, its part's k, A's whole row stride as lda, and fp32 sums as TO. */
 template <typename T, int BM, int BN, int STAGES, typename TO = T, typename Epi = NoEpi>
 __device__ void matmul_tile_sm90(const T* a, const T* b, TO* out, int m, int n, int k, int r0, int r1, int c0, int c1,
                                  unsigned char* smem, int lda = 0, const Epi& epi = Epi()) {
@@ -326,29 +406,90 @@ __device__ void matmul_tile_sm90(const T* a, const T* b, TO* out, int m, int n, 
   sm90::wgmma_wait<0>();
   sm90::fence_acc(acc);
   sm90::cp_async_wait<0>();
+  sm90::finish<BM, BN>(acc, out, n, r0, r1, c0, c1, smem, smem_at, base, epi);
+}
 
-  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-  const int row = r0 + (BM == 128 ? wg * 64 : 0) + warp * 16 + (lane >> 2);
-  const int col = c0 + (lane & 3) * 2;
-  if constexpr (BM == 128) {
-    sm90::store_cols<TO, BN, 0, BN / 8>(acc, out, n, row, col, r1, c1, epi);
-  } else {
-    // add the warpgroups' sums through the ring (every thread's copies are in and both warpgroups' wgmma done
-    // once all pass this barrier); each warpgroup then stores half of the columns
-    __syncthreads();
-    float* x = (float*)(smem + (base - smem_at));
-    const int t = threadIdx.x & 127;
-    if (wg == 0) sm90::give_half<BN, 0>(acc, x, t);
-    else sm90::give_half<BN, 1>(acc, x, t);
-    __syncthreads();
-    if (wg == 0) {
-      sm90::take_half<BN, 0>(acc, x, t);
-      sm90::store_cols<TO, BN, 0, BN / 16>(acc, out, n, row, col, r1, c1, epi);
-    } else {
-      sm90::take_half<BN, 1>(acc, x, t);
-      sm90::store_cols<TO, BN, BN / 16, BN / 8>(acc, out, n, row, col, r1, c1, epi);
+/* The tile with TMA loads (cp.async.bulk.tensor), same blocks, ring and results as matmul_tile_sm90. map_a and
+ * map_b are tensor maps (CUtensorMap, 128 bytes in global memory, made on the host: driver/gpu/tensor_maps.py) of
+ * A (K x M: box 64 x BM) and B (N x K: box 64 x 64), both with the 128-byte swizzle, so each box lands in the
+ * ring's layout above; past the matrix the copy fills zeros. k0: where this tile's K starts in A's columns and B's
+ * rows (a split-K part's first k, else 0); k: its length.
+ *
+ * Thread 0 issues every copy. Per ring buffer two mbarriers: `full` (one arrival, thread 0's, with the slice's
+ * bytes expected: complete when the copies have landed) and `empty` (two arrivals, one per warpgroup once its wgmma
+ * of the slice are done). Slice s + STAGES goes into slice s's buffer once `empty` says both warpgroups are done
+ * with it, so STAGES - 1 slices load while one multiplies: no __syncthreads in the loop, no per-thread copies. The
+ * barriers are set up at the start of each tile and invalidated at its end (the loop kernel runs other templates
+ * on the same shared memory in between). */
+template <typename T, int BM, int BN, int STAGES, typename TO = T, typename Epi = NoEpi>
+__device__ void matmul_tile_sm90_tma(const void* map_a, const void* map_b, TO* out, int m, int n, int k, int k0,
+                                     int r0, int r1, int c0, int c1, unsigned char* smem, const Epi& epi = Epi()) {
+  static_assert(BM == 128 || BM == 64, "BM is 128 or 64");
+  static_assert(BN == 256 || BN == 128 || BN == 64, "BN is 256, 128 or 64");
+  static_assert(STAGES >= 2 && 2 * STAGES <= sm90::MAX_BARRIERS, "a full and an empty barrier per ring buffer");
+  constexpr int STAGE = sm90::stage_bytes<BM, BN>();
+  static_assert(BM == 128 || STAGES * STAGE >= 256 * BN, "the ring holds the warpgroups' exchange of sums");
+  constexpr int KSTEPS = sm90::BK / 16 / (BM == 64 ? 2 : 1);
+  const unsigned smem_at = (unsigned)__cvta_generic_to_shared(smem);
+  const unsigned base = (smem_at + 1023u) & ~1023u;
+  const unsigned full = sm90::barriers(), empty = full + 8 * STAGES;
+  const int wg = threadIdx.x >> 7;
+  const int slices = (k + sm90::BK - 1) / sm90::BK;
+  const unsigned a_at = BM == 128 ? wg * 64 * 128 : wg * KSTEPS * 32;
+  const unsigned b_at = sm90::a_bytes<BM>() + (BM == 128 ? 0 : wg * KSTEPS * 16 * 128);
+  (void)m;  // the tensor maps hold the matrix's extent
+
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < STAGES; ++i) {
+      sm90::mbar_init(full + 8 * i, 1);
+      sm90::mbar_init(empty + 8 * i, 2);
+    }
+    sm90::fence_barrier_init();
+  }
+  sm90::fence_proxy_async();  // the last tile's generic writes to the ring come before the copies' writes
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES && s < slices; ++s)
+      sm90::tma_slice<BM, BN>(map_a, map_b, base + s * STAGE, full + 8 * s, k0 + s * sm90::BK, r0, c0);
+  }
+  float acc[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+  sm90::fence_acc(acc);
+
+#pragma unroll 1
+  for (int s = 0; s < slices; ++s) {
+    const int buf = s % STAGES;
+    sm90::mbar_wait(full + 8 * buf, (s / STAGES) & 1);  // slice s has landed
+    const unsigned slice = base + buf * STAGE;
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+      const unsigned long long da = sm90::desc(slice + a_at + kk * 32, 16, 1024);
+      const unsigned long long db = sm90::desc(slice + b_at + kk * 16 * 128, sm90::BK * 128, 1024);
+      sm90::Wgmma<T, BN>::run(acc, da, db);
+    }
+    sm90::wgmma_commit();
+    sm90::wgmma_wait<1>();  // this warpgroup's wgmma of slice s - 1 are done
+    sm90::fence_acc(acc);
+    if (s > 0) {
+      const int prev = (s - 1) % STAGES;
+      if ((threadIdx.x & 127) == 0) sm90::mbar_arrive(empty + 8 * prev);
+      const int next = s - 1 + STAGES;  // into slice s - 1's buffer, once both warpgroups are done with it
+      if (threadIdx.x == 0 && next < slices) {
+        sm90::mbar_wait(empty + 8 * prev, ((s - 1) / STAGES) & 1);
+        sm90::tma_slice<BM, BN>(map_a, map_b, base + prev * STAGE, full + 8 * prev, k0 + next * sm90::BK, r0, c0);
+      }
+      __syncwarp();
     }
   }
+  sm90::wgmma_wait<0>();
+  sm90::fence_acc(acc);
+  __syncthreads();  // every thread is past its last barrier wait
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < 2 * STAGES; ++i) sm90::mbar_inval(full + 8 * i);
+  }
+  sm90::finish<BM, BN>(acc, out, n, r0, r1, c0, c1, smem, smem_at, base, epi);
 }
 #endif  // ARK_HAS_WGMMA
 
