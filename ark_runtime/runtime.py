@@ -34,8 +34,8 @@ import numpy as np
 
 from ark_runtime.fusion import fuse
 from ark_runtime.host_values import from_bits, to_bits
-from ark_runtime.kernel.codegen import INCLUDE_DIR, SM90_TMA_ENV, THREADS, generate
-from ark_runtime.kernel.program import build_program
+from ark_runtime.kernel.codegen import INCLUDE_DIR, SM90_TMA_ENV, THREADS, generate, tensor_maps_at
+from ark_runtime.kernel.program import build_program, tensor_words
 from ark_runtime.kernel.records import (CONTROL_DTYPE, FAULT_NAMES, FINISHED_WORDS, GRAPH_POOL, GRAPH_WAIT_TIMEOUT,
                                         GRAPH_WORDS, PROGRAM_DTYPE, RELAUNCH_FAILED, RING, expected_offsets)
 from ark_runtime.model import Model, ModelError
@@ -326,11 +326,10 @@ class Runtime:
             "finished": cupy.zeros(FINISHED_WORDS, cupy.uint64),
             "done_ns": cupy.zeros(RING, cupy.uint64),
             "fault_flag": cupy.zeros(1, cupy.uint32),
-            "tensors": dev(np.array([p for p, _, _ in self._tensors], np.uint64)),
+            "tensors": dev(self._tensor_words()),
             "tile_ns": cupy.zeros(2 * len(self.plan.tiles), cupy.uint64), "copies": dev(self._copies),
             "graphs": cupy.zeros(max(len(self._graph_ops), 1) * GRAPH_POOL, cupy.uint64),
             "graph_words": cupy.zeros(max(len(self._graph_ops), 1) * GRAPH_WORDS, cupy.uint64),
-            "tmaps": dev(self._tensor_maps()),
         }
         self._control_mem = cupy.cuda.alloc_pinned_memory(CONTROL_DTYPE.itemsize)
         self.control = np.frombuffer(self._control_mem, CONTROL_DTYPE, 1)
@@ -363,19 +362,19 @@ class Runtime:
         self._state = "running"
         _RESIDENT.add(self)
 
-    def _tensor_maps(self) -> np.ndarray:
-        """Program.tmaps: the maps the kernel's TMA loads read, each over its tensor's memory, at its index."""
-        from driver.gpu.tensor_maps import TENSOR_MAP_BYTES, TensorMapError, encode
+    def _tensor_words(self) -> np.ndarray:
+        """Program.tensors: the tensors' addresses, then the maps the kernel's TMA loads read, each encoded over its
+        tensor's memory (program.tensor_words)."""
+        from driver.gpu.tensor_maps import TensorMapError, encode
 
-        specs = self.source.tensor_maps
-        out = np.zeros((max((m.index for m in specs), default=0) + 1, TENSOR_MAP_BYTES), np.uint8)
-        for m in specs:
-            name = self.model.tensors[m.tensor].name
+        maps = {}
+        for m in self.source.tensor_maps:
             try:
-                out[m.index] = encode(self._tensors[m.tensor][0], m.rows, m.cols, m.box_rows, m.box_cols)
+                maps[m.index] = encode(self._tensors[m.tensor][0], m.rows, m.cols, m.box_rows, m.box_cols)
             except TensorMapError as exc:
-                raise LoopError(f"tensor {name}: {exc} (or set {SM90_TMA_ENV}=0 to load it without TMA)") from None
-        return out
+                raise LoopError(f"tensor {self.model.tensors[m.tensor].name}: {exc} (or set {SM90_TMA_ENV}=0 to load "
+                                "it without TMA)") from None
+        return tensor_words([p for p, _, _ in self._tensors], maps, tensor_maps_at(len(self._tensors)))
 
     def _build_copy_graphs(self) -> None:
         """Per graph copy, GRAPH_POOL device-launchable graphs: the copy, then its token into its done word."""

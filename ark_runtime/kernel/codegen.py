@@ -34,7 +34,14 @@ REDUCE_CODE = {"sum": "R_SUM", "max": "R_MAX", "mean": "R_MEAN"}
 
 
 SM90_TMA_ENV = "ARK_SM90_TMA"  # "auto" (default: sm90_tma's rule), "1" every wgmma tile loads by TMA, "0" none does
-MAPS_PER_OP = 2  # tensor maps per op in Program.tmaps: A's at 2 op, B's at 2 op + 1
+MAPS_PER_OP = 2  # tensor maps per op after the tensor addresses: A's at 2 op, B's at 2 op + 1
+
+
+def tensor_maps_at(num_tensors: int) -> int:
+    """Where the tensor maps start in Program.tensors, in 8-byte words: after the addresses, 64-byte aligned. (Not a
+    Program field of their own: one more pointer made that struct 128 bytes and the MLP and block cases 5-7% slower
+    on the H200, with the kernels otherwise the same.)"""
+    return -(-num_tensors // 8) * 8
 
 
 def sm90_tma(tiles: int, num_sms: int) -> bool:
@@ -55,7 +62,8 @@ def sm90_tma(tiles: int, num_sms: int) -> bool:
 @dataclass(frozen=True)
 class TensorMapSpec:
     """A tensor map the kernel's TMA loads read (matmul_sm90.cuh's matmul_tile_sm90_tma): the host encodes it over
-    the tensor's memory once the tensor has an address (driver/gpu/tensor_maps.py) into Program.tmaps[index]."""
+    the tensor's memory once the tensor has an address (driver/gpu/tensor_maps.py), as map `index` after the tensor
+    addresses in Program.tensors (tensor_maps_at)."""
 
     index: int  # MAPS_PER_OP * op + (0 for A, 1 for B)
     tensor: int  # the tensor's id
@@ -240,7 +248,8 @@ class _Gen:
         first = MAPS_PER_OP * op.id
         self.maps += [TensorMapSpec(first, a.id, a.rows, a.cols, bm, SM90_BK),
                       TensorMapSpec(first + 1, b.id, b.rows, b.cols, SM90_BK, 64)]
-        return f"p.tmaps + {MAPS_PER_OP * TENSOR_MAP_BYTES} * op, p.tmaps + {MAPS_PER_OP * TENSOR_MAP_BYTES} * op + {TENSOR_MAP_BYTES}"
+        maps = f"(const unsigned char*)(p.tensors + TENSOR_MAPS_AT) + {MAPS_PER_OP * TENSOR_MAP_BYTES} * op"
+        return f"{maps}, {maps} + {TENSOR_MAP_BYTES}"
 
     def epilogue(self, op: Op, out: Tensor, extras: list[Tensor]) -> str:
         """The trailing argument `, Epi<id>{...}` for an op with elementwise ops fused into its stores (fusion.py:
@@ -662,6 +671,7 @@ def generate(model: Model, plan: Plan, graph_copies: bool = False) -> KernelSour
             "namespace gen {",
             f"constexpr int SMEM_BYTES = {smem};  // dynamic shared memory at launch",
             f"constexpr int NUM_TENSORS = {len(model.tensors)};",
+            f"constexpr int TENSOR_MAPS_AT = {tensor_maps_at(len(model.tensors))};  // words into p.tensors",
             f"#define ARK_TENSORS_SHARED {int(len(model.tensors) <= MAX_SHARED_TENSORS)}  // addresses in shared memory",
             "static_assert(SMEM_BYTES > 0, \"\");",
             *structs, *g.asserts, *io_table,

@@ -63,3 +63,19 @@ def build_program(plan: Plan) -> ProgramArrays:
         starts.append(len(ins))
     return ProgramArrays(np.array(ins, np.int32).reshape(-1, INS_WORDS), np.array(starts, np.int32),
                          np.array(members or [0], np.int32), len(plan.counters))
+
+
+def tensor_words(addresses: list[int], maps: dict[int, np.ndarray], maps_at: int) -> np.ndarray:
+    """Program.tensors as uint64 words: the tensors' addresses in id order, then from word `maps_at` (a multiple of 8:
+    64-byte aligned in a 256-byte aligned allocation) each 128-byte tensor map at its index."""
+    if maps_at < len(addresses) or maps_at % 8:
+        raise ValueError(f"the tensor maps start at word {maps_at}: past the {len(addresses)} addresses and a multiple "
+                         "of 8")
+    words = np.zeros(maps_at + 16 * (max(maps, default=-1) + 1), np.uint64)
+    words[:len(addresses)] = addresses
+    for index, m in maps.items():
+        if m.dtype != np.uint8 or m.shape != (128,):
+            raise ValueError(f"tensor map {index} is {m.dtype} {m.shape}, not 128 bytes")
+        words[maps_at + 16 * index:maps_at + 16 * (index + 1)] = m.view(np.uint64)
+    return words
+

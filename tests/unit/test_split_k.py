@@ -112,7 +112,7 @@ def test_split_kernels_compile(arch, dtype, tma, monkeypatch):
     assert "ark::split_sum_tile<2," in src.text
     if tma == "1":  # each part's loads address the whole of A and B by their k (maps over the whole matrices)
         mm = next(o for o in runs.ops if o.kind == "matmul")
-        assert ", float>(p.tmaps + " in src.text
+        assert ", float>((const unsigned char*)(p.tensors + TENSOR_MAPS_AT)" in src.text
         assert [(m.tensor, m.rows, m.cols) for m in src.tensor_maps] == [(mm.inputs[0], 100, 2048),
                                                                           (mm.inputs[1], 2048, 136)]
     else:

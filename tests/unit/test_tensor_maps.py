@@ -41,3 +41,24 @@ def test_without_a_driver_encoding_says_so(monkeypatch):
     monkeypatch.setattr(libcuda, "_library", no_driver)
     with pytest.raises(TensorMapError, match="libcuda.so.1"):
         encode(0x1000, 64, 64, 64, 64)
+
+
+def test_the_maps_follow_the_tensor_addresses_64_byte_aligned():
+    import numpy as np
+
+    from ark_runtime.kernel.codegen import tensor_maps_at
+    from ark_runtime.kernel.program import tensor_words
+
+    assert [tensor_maps_at(n) for n in (0, 1, 8, 9, 17)] == [0, 8, 8, 16, 24]
+    m3, m4 = np.arange(128, dtype=np.uint8), np.full(128, 7, np.uint8)
+    words = tensor_words([0x1000, 0x2000, 0x3000], {3: m3, 4: m4}, tensor_maps_at(3))
+    assert words[:3].tolist() == [0x1000, 0x2000, 0x3000] and not words[3:8].any()
+    raw = words.view(np.uint8)
+    assert (raw[64 + 3 * 128:64 + 4 * 128] == m3).all() and (raw[64 + 4 * 128:] == m4).all()
+    assert not raw[64:64 + 3 * 128].any()  # ops without TMA loads keep zeros
+    with pytest.raises(ValueError, match="multiple of 8"):
+        tensor_words([1, 2, 3], {}, 4)
+    with pytest.raises(ValueError, match="past the 9 addresses"):
+        tensor_words(list(range(9)), {}, 8)
+    with pytest.raises(ValueError, match="not 128 bytes"):
+        tensor_words([1], {0: np.zeros(64, np.uint8)}, 8)

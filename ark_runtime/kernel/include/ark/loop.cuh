@@ -61,13 +61,13 @@ struct Program {
                                  // done; [RING + 1] go and [RING + 2] stop as CTA 0 last read them from the host
   unsigned long long* done_ns;   // [RING] when iteration i was done (globaltimer), in slot i % RING
   unsigned int* fault_flag;   // non-zero once any CTA faulted (GPU memory: cheap to watch)
-  void* const* tensors;       // per tensor id: its address
+  void* const* tensors;       // per tensor id: its address; then, from word gen::TENSOR_MAPS_AT (64-byte aligned),
+                              // the tensor maps of TMA loads, 128 bytes each (codegen.tensor_maps_at)
   unsigned long long* tile_ns; // per tile: start and end of its last run (globaltimer), for Runtime.profile()
   const int4* copies;         // per op: path (0 SM stores, 1 the engine's queue: source region, destination region;
                               // 2 a device graph: its graph copy's index)
   const unsigned long long* graphs;  // per graph copy, GRAPH_POOL executable graphs (copy.cuh)
   unsigned long long* graph_words;   // per graph copy, GRAPH_WORDS words (copy.cuh)
-  const unsigned char* tmaps;        // per op, two 128-byte tensor maps (A's, B's) where its matmul loads by TMA
   unsigned long long budget_ns;
   unsigned long long segment_iterations;  // graph copies: iterations per run of the kernel's graph
   Control* control;

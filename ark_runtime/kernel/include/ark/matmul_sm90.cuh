@@ -12,10 +12,10 @@
  * and B 64 x BN, 32, 16 or 8 KiB).
  *
  * Loads, two ways into the same ring layout (both zero-fill rows, columns and K past the matrix):
- *   matmul_tile_sm90_tma (what codegen calls): TMA, one thread issuing a 2-D box copy per operand panel from tensor
+ *   matmul_tile_sm90_tma (codegen's choice where a matmul has more tiles than SMs): TMA, one thread issuing a 2-D box copy per operand panel from tensor
  *     maps the host makes once the tensors have addresses (codegen lists them, ark_runtime/runtime.py encodes them
- *     into Program.tmaps), completion counted on mbarriers;
- *   matmul_tile_sm90 ($ARK_SM90_TMA=0): cp.async 16-byte copies by all 256 threads that write the 128-byte-swizzled
+ *     after the tensor addresses in Program.tensors), completion counted on mbarriers;
+ *   matmul_tile_sm90 (where all its tiles run at once): cp.async 16-byte copies by all 256 threads that write the 128-byte-swizzled
  *     layout directly.
  * K and N must be multiples of 8 (16-byte rows); the generated code only picks these templates then.
  *
