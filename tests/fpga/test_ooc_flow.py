@@ -99,6 +99,8 @@ def test_flow_rejects_bad_requests(tmp_path):
         ooc_flow.run(None, tmp_path, part="XC7A35T")
     with pytest.raises(FpgaFlowError, match="abc9 or abc"):
         ooc_flow.run(None, tmp_path, lut_mapper="vpr")
+    with pytest.raises(FpgaFlowError, match="timing weight"):
+        ooc_flow.run(None, tmp_path, placer_timing_weight=-1)
 
 
 def test_tool_failure_names_the_log(tmp_path):
