@@ -293,9 +293,12 @@ def op_tiles(model: Model, op: Op, first_id: int, num_sms: int, sm_copy: bool = 
         heads, causal = op.attr("heads"), op.attr("causal", True)
         d = e // heads
         bq = attention_block(s, d, heads * (q.rows // s), num_sms)
-        for b in range(q.rows // s):
-            for h in range(heads):
-                for q0, q1 in _chunks(s, bq):
+        # causal: the query blocks with the most keys first, across every head and sequence, so that the schedule
+        # (list scheduling in tile order) deals the longest tiles out first and fills in with the short ones
+        blocks = _chunks(s, bq)
+        for q0, q1 in (reversed(blocks) if causal else blocks):
+            for b in range(q.rows // s):
+                for h in range(heads):
                     kv_end = q1 if causal else s
                     base, c0, c1 = b * s, h * d, (h + 1) * d
                     reads = [Region(q.id, base + q0, base + q1, c0, c1), Region(k.id, base, base + kv_end, c0, c1),
