@@ -256,3 +256,14 @@ def test_a_wave_of_8192_cubed_reads_16_block_rows_not_all_of_b():
     order = block_order(8192, 8192, 128, 256, 132)
     wave = order[:132]
     assert len({r for r, *_ in wave}) == 16 and len({c for *_, c, _ in wave}) == 9
+
+
+def test_causal_attention_tiles_come_longest_first():
+    """The schedule deals tiles out in order: block-s512's causal attention lists its tiles by keys read, most first,
+    across every head (the query block ending last reads the most keys)."""
+    model = fuse(named("block-s512"))
+    op = next(o for o in model.ops if o.kind == "attention")
+    tiles = [t for t in tile_model(model, 132) if t.op == op.id]
+    keys = [t.reads[1].r1 - t.reads[1].r0 for t in tiles]
+    assert keys == sorted(keys, reverse=True) and keys[0] > keys[-1]
+    assert len({t.writes.c0 for t in tiles[:16]}) == 16  # the longest blocks of all 16 heads come first
