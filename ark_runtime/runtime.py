@@ -53,6 +53,9 @@ GRAPH_LAUNCHES_PER_RUN = 118
 SPLIT_K_ENV = "ARK_SPLIT_K"  # "0": Runtime's default is split_k=False
 
 
+TENSOR_ALIGN = 16  # bytes: where every tensor the kernel reads or writes must start
+
+
 class LoopError(RuntimeError):
     """The runtime cannot do what was asked; the message says why and what to do."""
 
@@ -231,6 +234,11 @@ class Runtime:
             want = "device" if t.placement == "device" else "host"
             if span.kind != want:
                 raise LoopError(f"bind[{t.name!r}] is {span.kind} memory; tensor {t.name} is placed on the {want}")
+            if span.ptr % TENSOR_ALIGN:
+                raise LoopError(f"bind[{t.name!r}] starts at {span.ptr:#x}, not on a {TENSOR_ALIGN}-byte boundary: the "
+                                f"kernel loads tensors in {TENSOR_ALIGN}-byte pieces (vector loads, cp.async, TMA); "
+                                "bind an array that starts on one (fresh CuPy and PyTorch allocations do), not a view "
+                                "at an offset")
             if span.kind == "device" and span.device_id != cupy.cuda.Device().id:
                 raise LoopError(f"bind[{t.name!r}] is on GPU {span.device_id}; this runtime runs on GPU "
                                 f"{cupy.cuda.Device().id}")

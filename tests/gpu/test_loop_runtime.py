@@ -442,6 +442,9 @@ def test_hostile_calls_get_clear_errors(gpu):
         Runtime(m, bind={"x": cupy.zeros(1, cupy.float32)})
     with pytest.raises(LoopError, match="is float16"):
         Runtime(m, bind={"x": cupy.zeros((4, 8), cupy.float16)})
+    for offset in (1, 2, 3):  # a contiguous view 4, 8 or 12 bytes into an allocation
+        with pytest.raises(LoopError, match="not on a 16-byte boundary"):
+            Runtime(m, bind={"x": cupy.zeros(40, cupy.float32)[offset:offset + 32].reshape(4, 8)})
     with Runtime(m) as rt:
         with pytest.raises(ModelError, match="is \\(4, 8\\)"):
             rt.set("x", np.zeros((8, 4)))
@@ -451,6 +454,9 @@ def test_hostile_calls_get_clear_errors(gpu):
             with pytest.raises(LoopError, match="iterations"):
                 rt.run(bad)
         assert math.isfinite(rt.get("x").sum())
+    torch = pytest.importorskip("torch")
+    with pytest.raises(LoopError, match="not on a 16-byte boundary"):
+        Runtime(m, bind={"x": torch.zeros(40, device="cuda")[1:33].view(4, 8)})
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
