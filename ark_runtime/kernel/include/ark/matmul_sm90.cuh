@@ -320,6 +320,20 @@ __device__ __forceinline__ void take_half(float (&acc)[BN / 2], const float* x, 
 }  // namespace sm90
 
 namespace sm90 {
+/* Both tiles: queue this warpgroup's KSTEPS wgmma on the slice at `slice` (its A rows at a_at, its B k-rows at b_at)
+ * as one commit group. */
+template <typename T, int BN, int KSTEPS>
+__device__ __forceinline__ void multiply(float (&acc)[BN / 2], unsigned slice, unsigned a_at, unsigned b_at) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < KSTEPS; ++kk) {
+    const unsigned long long da = desc(slice + a_at + kk * 32, 16, 1024);
+    const unsigned long long db = desc(slice + b_at + kk * 16 * 128, BK * 128, 1024);
+    Wgmma<T, BN>::run(acc, da, db);
+  }
+  wgmma_commit();
+}
+
 /* The epilogue of both tiles: every thread's sums of the block (BM = 64: the warpgroups' halves added through the
  * ring first) through `epi` to `out`. Every copy into the ring is in and every wgmma done when it is called. */
 template <int BM, int BN, typename TO, typename Epi>
@@ -389,14 +403,7 @@ __device__ void matmul_tile_sm90(const T* a, const T* b, TO* out, int m, int n, 
     sm90::fence_proxy_async();  // ... and visible to the async proxy, which wgmma reads shared memory through
     __syncthreads();  // every thread's; and both warpgroups are done with slice s - 2
     const unsigned slice = base + (s % STAGES) * STAGE;
-    sm90::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < KSTEPS; ++kk) {
-      const unsigned long long da = sm90::desc(slice + a_at + kk * 32, 16, 1024);
-      const unsigned long long db = sm90::desc(slice + b_at + kk * 16 * 128, sm90::BK * 128, 1024);
-      sm90::Wgmma<T, BN>::run(acc, da, db);
-    }
-    sm90::wgmma_commit();
+    sm90::multiply<T, BN, KSTEPS>(acc, slice, a_at, b_at);
     const int next = s + AHEAD;  // into the buffer of slice s - 2
     if (next < slices) ld.load(a, b, n, k, base + (next % STAGES) * STAGE, next * sm90::BK);
     sm90::cp_async_commit();
@@ -462,14 +469,7 @@ __device__ void matmul_tile_sm90_tma(const void* map_a, const void* map_b, TO* o
     const int buf = s % STAGES;
     sm90::mbar_wait(full + 8 * buf, (s / STAGES) & 1);  // slice s has landed
     const unsigned slice = base + buf * STAGE;
-    sm90::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < KSTEPS; ++kk) {
-      const unsigned long long da = sm90::desc(slice + a_at + kk * 32, 16, 1024);
-      const unsigned long long db = sm90::desc(slice + b_at + kk * 16 * 128, sm90::BK * 128, 1024);
-      sm90::Wgmma<T, BN>::run(acc, da, db);
-    }
-    sm90::wgmma_commit();
+    sm90::multiply<T, BN, KSTEPS>(acc, slice, a_at, b_at);
     sm90::wgmma_wait<1>();  // this warpgroup's wgmma of slice s - 1 are done
     sm90::fence_acc(acc);
     if (s > 0) {
