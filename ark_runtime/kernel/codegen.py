@@ -427,8 +427,8 @@ class _Gen:
             call = (f"ark::matmul_tile_sm90_tma<{ct}, {bm}, {bn}, {stages}, float>({self.tensor_maps(op, a, b, bm)}, "
                     f"po, {m}, {n}, {kp}, (int)k0, r0 - s * {m}, r1 - s * {m}, c0, c1, smem);")
         else:
-            call = (f"ark::matmul_tile_sm90<{ct}, {bm}, {bn}, {stages}, float>(pa, pb, po, {m}, {n}, {kp}, r0 - s * {m}, "
-                    f"r1 - s * {m}, c0, c1, smem, {k});")
+            call = (f"ark::matmul_tile_sm90<{ct}, {bm}, {bn}, {stages}, float>(pa, pb, po, {m}, {n}, {kp}, "
+                    f"r0 - s * {m}, r1 - s * {m}, c0, c1, smem, {k});")
         return "\n".join([
             "{",
             f"      {part}",
@@ -460,7 +460,8 @@ class _Gen:
             call = (f"ark::matmul_tile_sm90_tma<{ct}, {bm}, {bn}, {stages}>({self.tensor_maps(op, a, b, bm)}, {o}, "
                     f"{a.rows}, {b.cols}, {a.cols}, 0, r0, r1, c0, c1, smem{epi});")
         else:
-            call = f"ark::matmul_tile_sm90<{ct}, {bm}, {bn}, {stages}>({shape}, r0, r1, c0, c1, smem{', 0' + epi if epi else ''});"
+            call = (f"ark::matmul_tile_sm90<{ct}, {bm}, {bn}, {stages}>({shape}, r0, r1, c0, c1, smem"
+                    f"{', 0' + epi if epi else ''});")
         return "\n".join([
             "#if ARK_HAS_WGMMA",
             f"      {call}",

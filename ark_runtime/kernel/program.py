@@ -78,4 +78,3 @@ def tensor_words(addresses: list[int], maps: dict[int, np.ndarray], maps_at: int
             raise ValueError(f"tensor map {index} is {m.dtype} {m.shape}, not 128 bytes")
         words[maps_at + 16 * index:maps_at + 16 * (index + 1)] = m.view(np.uint64)
     return words
-

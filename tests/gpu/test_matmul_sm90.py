@@ -1,8 +1,8 @@
 """The Hopper wgmma matmul tile (include/ark/matmul_sm90.cuh) on an H100: the template alone, one CTA per tile, with
-each loader (TMA, the default, and cp.async), in every block shape (128 or 64 rows; 256, 128 or 64 columns) at small and odd shapes (edge rows, columns and K
-zero-filled and masked) in bf16 and fp16 against float64 NumPy; then models through the Runtime, where codegen picks
-the tile; and timing prints (not assertions): 8192^3, and the medium matmuls of mlp-b64 and block-s128. Skips
-without a compute capability 9.0 GPU.
+each loader (TMA and cp.async), in every block shape (128 or 64 rows; 256, 128 or 64 columns) at small and odd
+shapes (edge rows, columns and K zero-filled and masked) in bf16 and fp16 against float64 NumPy; then models through
+the Runtime, where codegen picks the tile; and timing prints (not assertions): 8192^3, and the medium matmuls of
+mlp-b64 and block-s128. Skips without a compute capability 9.0 GPU.
 
 Run: ./dev test tests/gpu/test_matmul_sm90.py -v -s   (-s shows the timing lines)"""
 

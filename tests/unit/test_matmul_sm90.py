@@ -1,7 +1,8 @@
 """The Hopper wgmma matmul tile without a GPU: where codegen and the tiling choose it (and agree), the switch that
-turns it off, the tensor maps its TMA loads read (and the switch back to cp.async loads), the sm_90a compile that CI would otherwise never see (ARK_REQUIRE_WGMMA makes a kernel without the
-wgmma path a compile error), the sm_90 compile of the same kernel with its WMMA fallback, and which sources
-driver/gpu/compile.py builds for sm_90a. The tile's numbers are checked on a GPU: tests/gpu/test_matmul_sm90.py."""
+turns it off, the tensor maps its TMA loads read (and the switch back to cp.async loads), the sm_90a compile that
+CI would otherwise never see (ARK_REQUIRE_WGMMA makes a kernel without the wgmma path a compile error), the sm_90
+compile of the same kernel with its WMMA fallback, and which sources driver/gpu/compile.py builds for sm_90a. The
+tile's numbers are checked on a GPU: tests/gpu/test_matmul_sm90.py."""
 
 from __future__ import annotations
 
