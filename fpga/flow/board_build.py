@@ -15,6 +15,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from fpga.flow import pll
 from fpga.flow import toolchain
 from fpga.errors import FpgaFlowError, ToolFailed
+from fpga.flow.ooc_flow import PLACER_TIMING_WEIGHT
 from fpga.flow.reports import parse_nextpnr_report
 
 NAME = "arkdma"  # file names of the build products: arkdma.bit, arkdma.svf, ...
@@ -60,6 +61,13 @@ def board(name: str) -> Board:
     return BOARDS[name]
 
 
+def nextpnr_options(seed: int, allow_timing_fail: bool) -> str:
+    """nextpnr-ecp5's options for the board build: the report the result is read from, the seed, and the placer's
+    timing weight of the estimate's flow (ooc_flow.PLACER_TIMING_WEIGHT), so the bitstream is placed as estimated."""
+    return (f"--report report.json --seed {seed} --placer-heap-timingweight {PLACER_TIMING_WEIGHT}"
+            + (" --timing-allow-fail" if allow_timing_fail else ""))
+
+
 def build(make_core: Callable[[float], object], board_name: str, build_dir: Path, *, clock_mhz: float = 125.0,
           seed: int = 1, allow_timing_fail: bool = False, timeout_s: float = 3600.0,
           console: Console | None = None) -> BoardBuild:
@@ -82,8 +90,8 @@ def build(make_core: Callable[[float], object], board_name: str, build_dir: Path
         task = progress.add_task("elaborate the board top", total=1)
         module, _, cls = spec.platform.partition(":")
         platform = getattr(importlib.import_module(module), cls)()
-        nextpnr_opts = f"--report report.json --seed {seed}" + (" --timing-allow-fail" if allow_timing_fail else "")
-        plan = platform.prepare(EvnTop(make_core(clock.output_mhz), clock), NAME, nextpnr_opts=nextpnr_opts)
+        plan = platform.prepare(EvnTop(make_core(clock.output_mhz), clock), NAME,
+                                nextpnr_opts=nextpnr_options(seed, allow_timing_fail))
         plan.extract(str(build_dir))
         progress.update(task, completed=1)
 
