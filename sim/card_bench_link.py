@@ -13,7 +13,7 @@ import re
 from dataclasses import asdict, dataclass
 
 INTERFACE_BITS = 256
-MAX_PAYLOAD_BYTES = 128  # the requester splits writes at 128 B and the block model advertises 128 B
+MAX_PAYLOAD_BYTES = 128  # the host's Max Payload Size unless `--mps` sets another: the card cuts its writes to it
 
 # Per generation: transfer rate (GT/s per lane) and line-encoding efficiency.
 GENERATIONS = {1: (2.5, 8 / 10), 2: (5.0, 8 / 10), 3: (8.0, 128 / 130), 4: (16.0, 128 / 130)}

@@ -36,11 +36,14 @@ class Card:
     UltraScalePlusPcieDevice) at a link the 256-bit interface offers, behind one root port of a root complex."""
 
     def __init__(self, dut, generation: int = 3, lanes: int = 8, user_clk_mhz: float = 250.0,
-                 block=UltraScalePlusPcieDevice):
+                 block=UltraScalePlusPcieDevice, max_payload_bytes: int = 128):
         self.rc = RootComplex()
+        # the host's Max Payload Size (a code: 128 << code bytes), which enumeration sets in the card's Device
+        # Control, the card supporting as much
+        self.rc.max_payload_size = (max_payload_bytes // 128).bit_length() - 1
         self.dev = block(
             pcie_generation=generation, pcie_link_width=lanes, user_clk_frequency=user_clk_mhz * 1e6,
-            alignment="dword",
+            alignment="dword", max_payload_size=max_payload_bytes,
             cq_straddle=False, cc_straddle=False, rq_straddle=False, rc_straddle=False,
             enable_extended_tag=True, user_clk=dut.clk, user_reset=dut.rst,
             cq_bus=AxiStreamBus.from_prefix(dut, "cq_"), cc_bus=AxiStreamBus.from_prefix(dut, "cc_"),

@@ -46,6 +46,9 @@ def _register_bench(ssub) -> None:
     card.add_argument("--link", type=_links, default=None, metavar="LINKS",
                       help="comma-separated links the 256-bit front end can run at: gen2x8, gen2x16, gen3x4, "
                            "gen3x8, gen4x2, gen4x4 (default gen3x8)")
+    card.add_argument("--mps", type=int, default=None, metavar="BYTES", choices=(128, 256, 512, 1024),
+                      help="the host's Max Payload Size, set in the card at enumeration: 128 (default), 256, 512 or "
+                           "1024; writes are cut to it and the link's payload-limited rate counts it")
     card.add_argument("--plot", type=output_file, default=None, metavar="FILE",
                       help="PNG to write (default: beside the JSON)")
     card.add_argument("--quick", action="store_true",
@@ -67,7 +70,7 @@ def _links(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
-CARD_ONLY = ("link", "plot", "quick", "store_bytes")
+CARD_ONLY = ("link", "mps", "plot", "quick", "store_bytes")
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -152,6 +155,9 @@ def _run_card_bench(args: argparse.Namespace) -> int:
         given = {"sizes": QUICK_SIZES, "total_bytes": QUICK_TOTAL_BYTES, **given}
     if args.link:
         given["links"] = args.link
+    if args.mps is not None:
+        given["links"] = tuple(dataclasses.replace(link, max_payload_bytes=args.mps)
+                               for link in given.get("links", CardBenchConfig().links))
     engine = {f.name: getattr(args, f.name) for f in dataclasses.fields(EngineParams)
               if getattr(args, f.name, None) is not None}
     try:

@@ -50,3 +50,36 @@ def test_tiny_card_bench_writes_checked_rows(tmp_path):
     # 128 B (more of them: the destination sits 64 bytes into a payload-sized block) and the word's
     assert alone["read_requests"] == 4096 // 512 and alone["write_tlps"] >= 4096 // 128 + 1
     assert link["end_to_end_model"] is None  # no 8 KiB row
+
+
+def test_the_hosts_max_payload_size_cuts_the_cards_writes(tmp_path):
+    """--mps 256: enumeration sets 256 bytes in the card's Device Control, the card cuts its writes to it (fewer,
+    longer write TLPs than at 128), and line_rate_fraction is of the link's rate at that payload size."""
+    pytest.importorskip("cocotbext.pcie")
+    from ark_runtime.cli.main import main
+    from sim.card_bench_link import payload_rate_gbps
+
+    rows = {}
+    for mps in (128, 256):
+        out = tmp_path / f"mps{mps}.json"
+        assert main(["sim", "bench", "--card", "--json", str(out), "--sizes", "4096", "--total-bytes", "4096",
+                     "--round-trip-ns", "500", "--num-queues", "2", "--slots", "16", "--num-regions", "8",
+                     "--mps", str(mps)]) == 0
+        result = json.loads(out.read_text())
+        link = result["links"]["gen3x8"]
+        assert link["max_payload_bytes"] == mps
+        assert link["payload_rate_gbps"] == pytest.approx(payload_rate_gbps(3, 8, mps))
+        rows[mps] = result["rows"][0]
+        assert rows[mps]["verified"] is True
+    # 4 KiB, 64 bytes into a 128-byte block, in bursts of 512 from the destination's start: each burst is 64 + 3 x 128
+    # + 64 bytes (5 writes) at 128, 192 + 256 + 64 (3 writes) at 256; and two writes of the completion word
+    assert (rows[128]["write_tlps"], rows[256]["write_tlps"]) == (8 * 5 + 2, 8 * 3 + 2)
+    assert rows[256]["cycles_per_write_tlp"] > rows[128]["cycles_per_write_tlp"]  # 9 beats a 256-byte write, not 5
+
+
+def test_a_max_payload_size_the_host_cannot_set_is_refused(capsys):
+    from ark_runtime.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["sim", "bench", "--card", "--json", "/tmp/never.json", "--mps", "300"])
+    assert "--mps" in capsys.readouterr().err
