@@ -39,7 +39,7 @@ MAPS_PER_OP = 2  # tensor maps per op after the tensor addresses: A's at 2 op, B
 
 def tensor_maps_at(num_tensors: int) -> int:
     """Where the tensor maps start in Program.tensors, in 8-byte words: after the addresses, 64-byte aligned. (Not a
-    Program field of their own: one more pointer made that struct 128 bytes and the MLP and block cases 5-7% slower
+    Program field of their own: one more pointer made that struct 128 bytes and mlp-b8 and mlp-b64 5-7% slower
     on the H200, with the kernels otherwise the same.)"""
     return -(-num_tensors // 8) * 8
 
