@@ -43,6 +43,7 @@ from ark_runtime.plan import Plan, PlanError, build_plan
 from ark_runtime.profile import Profile, build_profile
 from ark_runtime.scheduler import DeviceSpec
 from ark_runtime.split_k import split_k as split_k_matmuls
+from ark_runtime.tiling import switched_off
 
 SM_COPY_MAX = 64 * 1024  # "auto" copies up to this many bytes with the CTA's own stores; larger ones by DMA
 COPY_PATHS = ("auto", "sm", "engine", "graph")
@@ -158,7 +159,7 @@ class Runtime:
         hopper = cupy.cuda.Device().compute_capability == "90"  # wgmma: sm_90a only
         self._spec = DeviceSpec(num_sms=num_sms, wgmma=hopper)
         if split_k is None:
-            split_k = os.environ.get(SPLIT_K_ENV, "1").strip().lower() not in ("0", "off", "no", "false")
+            split_k = not switched_off(SPLIT_K_ENV)
         if split_k:  # matmuls too few tiles to fill the SMs, cut along K (split_k.py); bound names are kept
             self.model = split_k_matmuls(self.model, self._spec)
         self._engine = self._device = self._queue = None

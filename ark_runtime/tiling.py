@@ -167,6 +167,14 @@ def skinny_cols(n: int, num_sms: int) -> int:
     return max(SKINNY_WIDTHS, key=fill)
 
 
+OFF = ("0", "off", "no", "false")  # what an ARK_* switch in the environment takes for off (any case, spaces around)
+
+
+def switched_off(name: str) -> bool:
+    """Whether environment variable `name` turns its switch off (unset: on)."""
+    return os.environ.get(name, "").strip().lower() in OFF
+
+
 SM90_ENV = "ARK_SM90_MATMUL"  # "0" (or "off", "no", "false"): never the Hopper wgmma tile
 # matmul_sm90.cuh's blocks (BM x BN), largest first; of equal areas the taller first (B, the weights, is then read
 # by fewer block rows). BM 128: a warpgroup per 64 rows; BM 64: the warpgroups split each slice's K.
@@ -175,7 +183,7 @@ SM90_FILL = Fraction(7, 8)  # "fills the SMs": at least this many tiles per SM (
 
 
 def sm90_enabled() -> bool:
-    return os.environ.get(SM90_ENV, "1").strip().lower() not in ("0", "off", "no", "false")
+    return not switched_off(SM90_ENV)
 
 
 def sm90_matmul_block(m: int, n: int, k: int, dtype: str, num_sms: int, wgmma: bool = True) -> tuple[int, int] | None:

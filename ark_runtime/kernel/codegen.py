@@ -16,7 +16,7 @@ from driver.gpu.tensor_maps import TENSOR_MAP_BYTES
 from ark_runtime.model import DTYPE_BYTES, Model, ModelError, Op, Tensor
 from ark_runtime.kernel.records import layout_checks
 from ark_runtime.plan import Plan
-from ark_runtime.tiling import (SM90_BK, attention_block, matmul_block, row_team, skinny, skinny_cols,
+from ark_runtime.tiling import (OFF, SM90_BK, attention_block, matmul_block, row_team, skinny, skinny_cols,
                                 sm90_matmul_block)
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
@@ -52,7 +52,7 @@ def sm90_tma(tiles: int, num_sms: int) -> bool:
     TMA, block-s128 47.7 against 52.7): there each CTA runs one short tile per op, and TMA's start (barriers set up,
     a tensor map read from global memory) is not won back."""
     how = os.environ.get(SM90_TMA_ENV, "auto").strip().lower()
-    if how in ("0", "off", "no", "false"):
+    if how in OFF:
         return False
     if how in ("1", "on", "yes", "true"):
         return True

@@ -19,7 +19,7 @@ from ark_runtime.models import NAMED, chain, named  # noqa: E402
 from ark_runtime.plan import Plan, PlanError, build_plan  # noqa: E402
 from ark_runtime.plan_check import check  # noqa: E402
 from ark_runtime.scheduler import DeviceSpec  # noqa: E402
-from ark_runtime.tiling import block_order, skinny, skinny_cols, tile_model  # noqa: E402
+from ark_runtime.tiling import block_order, skinny, skinny_cols, switched_off, tile_model  # noqa: E402
 from tests.unit.model_strategies import models  # noqa: E402
 
 
@@ -267,3 +267,13 @@ def test_causal_attention_tiles_come_longest_first():
     keys = [t.reads[1].r1 - t.reads[1].r0 for t in tiles]
     assert keys == sorted(keys, reverse=True) and keys[0] > keys[-1]
     assert len({t.writes.c0 for t in tiles[:16]}) == 16  # the longest blocks of all 16 heads come first
+
+
+@pytest.mark.parametrize("value,off", [(None, False), ("1", False), ("on", False), ("", False), ("0", True),
+                                       ("off", True), (" No ", True), ("FALSE", True)])
+def test_an_environment_switch_is_off_only_when_it_says_so(value, off, monkeypatch):
+    if value is None:
+        monkeypatch.delenv("ARK_TEST_SWITCH", raising=False)
+    else:
+        monkeypatch.setenv("ARK_TEST_SWITCH", value)
+    assert switched_off("ARK_TEST_SWITCH") is off
