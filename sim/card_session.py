@@ -24,6 +24,7 @@ from driver.abi import QUEUE, Flag, Perm
 from driver.descriptor import Descriptor
 from driver.memory import BusMemory
 from sim.card import bar0_bytes, card_params
+from sim.card_bench_link import MAX_PAYLOAD_BYTES
 from sim.driver_model import SimDriver
 
 PERIOD_NS = 4.0  # the block's 250 MHz user clock
@@ -36,7 +37,7 @@ class Card:
     UltraScalePlusPcieDevice) at a link the 256-bit interface offers, behind one root port of a root complex."""
 
     def __init__(self, dut, generation: int = 3, lanes: int = 8, user_clk_mhz: float = 250.0,
-                 block=UltraScalePlusPcieDevice, max_payload_bytes: int = 128):
+                 block=UltraScalePlusPcieDevice, max_payload_bytes: int = MAX_PAYLOAD_BYTES):
         self.rc = RootComplex()
         # the host's Max Payload Size (a code: 128 << code bytes), which enumeration sets in the card's Device
         # Control, the card supporting as much
