@@ -227,10 +227,14 @@ def _broadcast_map(name: str, t: Tensor, out: Tensor) -> str | None:
             f"  static __device__ __forceinline__ long long at(long long f) {{ return {body}; }}\n}};")
 
 
-def _step_call(fn: str, refs: list[tuple], index: str) -> str:
-    """One fused step's call: operand ("in", j) is a{j}, ("step", k) is s{k}, each followed by `index`."""
+def _step_call(fn: str, refs: list[tuple], index: str, mix: str = "") -> str:
+    """One fused step's call: operand ("in", j) is a{j}, ("step", k) is s{k}, each followed by `index`. With `mix`
+    (the element's place among a thread's), a unary step shares its exponentials between the SFU and the FMA pipes
+    (numeric.cuh's unary_mix)."""
     xs = ", ".join(f"{'a' if where == 'in' else 's'}{j}{index}" for where, j in refs)
-    return f"ark::unary<ark::{UNARY_CODE[fn]}>({xs})" if fn in UNARY_CODE else f"ark::binary<ark::{BINARY_CODE[fn]}>({xs})"
+    if fn not in UNARY_CODE:
+        return f"ark::binary<ark::{BINARY_CODE[fn]}>({xs})"
+    return f"ark::unary_mix<ark::{UNARY_CODE[fn]}>({xs}, {mix})" if mix else f"ark::unary<ark::{UNARY_CODE[fn]}>({xs})"
 
 
 class _Gen:
@@ -315,7 +319,8 @@ class _Gen:
                             f"{f'{name}In{j}::at(f[u])' if s else 'f[u]'});")
             steps = op.attr("steps")
             for k, (fn, *refs) in enumerate(steps):
-                body.append(f"    float s{k}[N];  // {fn}\n{each} s{k}[u] = {_step_call(fn, refs, '[u]')};")
+                call = _step_call(fn, refs, "[u]", mix="u")
+                body.append(f"    float s{k}[N];  // {fn}\n{each} s{k}[u] = {call};")
             self.structs.append(f"struct {name} {{  // {len(steps)} elementwise ops in registers\n"
                                 + "\n".join(members) + "\n"
                                 "  template <int N>\n"
@@ -566,18 +571,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(a
       }
     }
     if (__syncthreads_or(stop)) break;
-    if (threadIdx.x == 0) {
-      // the slot's k-th use (iteration it = slot + k * RING) is complete at (k + 1) * gridDim.x arrivals
-      __threadfence();
-      const unsigned long long n = atomicAdd(p.finished + it % ark::RING, 1ull) + 1ull;
-      if (n == (it / ark::RING + 1) * gridDim.x) {
-        __threadfence_system();
-        p.done_ns[it % ark::RING] = arkdma::now_ns();
-        atomicMax(p.finished + ark::RING, it + 1);
-        *(volatile unsigned long long*)&p.control->done = it + 1;
-        __threadfence_system();
-      }
-    }
+    if (threadIdx.x == 0) ark::arrive(p, it, go);
   }
 }
 """

@@ -234,6 +234,39 @@ def test_named_models_match_the_reference(gpu, name):
     _check(m)
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_activation_chains_at_every_place_a_thread_holds(gpu, dtype):
+    """A fused chain computes GELU and SiLU with the SFU's exp2 for some of the elements a thread holds and with
+    exp2_fma (numeric.cuh) for the rest. Tiles of 2,048 elements and more fill every place; the inputs span the
+    exponent's range and run past both of exp2_fma's clamps, shuffled so every kind lands on every place; each
+    element against float64, relative to its own size (floor 1)."""
+    from ark_runtime.runtime import Runtime
+
+    m = Model(f"activations-{dtype}")
+    x = m.input("x", (320, 1024), dtype)
+    y = m.unary("silu", m.unary("gelu", x))
+    y = m.unary("silu", m.unary("neg", m.unary("gelu", m.unary("neg", y))))
+    m.output(y)
+    n = 320 * 1024
+    edges = np.array([0.0, 1e-3, -1e-3, 0.5, -0.5, 5.0, -5.0, 30.0, -30.0, 88.0, -88.0, 200.0, -200.0, 1e4, -1e4])
+    values = np.concatenate([np.linspace(-40.0, 40.0, n - 64 * len(edges)), np.tile(edges, 64)])
+    values = np.random.default_rng(3).permutation(values).reshape(320, 1024)
+    want = evaluate(m, _rounded(m, {"x": values}))[m.outputs[0]]
+    with Runtime(m) as rt:
+        assert [o.kind for o in rt.model.ops] == ["fused"]
+        sizes = [(w[2] - w[1]) * (w[4] - w[3]) for w in (t["writes"] for t in rt.plan.tiles)]
+        assert min(sizes) >= 2048, f"tiles of {min(sizes)} elements do not fill every place"
+        rt.set("x", values)
+        rt.run(1)
+        rt.wait()
+        got = rt.get(y.name).astype(np.float64)
+    tol = 1e-5 if dtype == "fp32" else 3e-2  # bf16: the reference rounds every op, the fused chain once
+    err = np.abs(got - want) / np.maximum(1.0, np.abs(want))
+    worst = np.unravel_index(int(err.argmax()), err.shape)
+    assert err.max() <= tol, (f"off by {err.max():.3g} at {worst}: x {values[worst]:.6g}, got {got[worst]:.8g}, "
+                              f"want {want[worst]:.8g}")
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(model=models())
 def test_random_models_match_the_reference(gpu, model):

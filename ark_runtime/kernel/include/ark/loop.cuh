@@ -3,10 +3,11 @@
  *
  * Launched once, one CTA per SM (a cooperative launch: all CTAs resident). Iteration i runs when the host
  * has raised `go` above i; each CTA plays its stream (wait / run / signal), then the last CTA to finish the
- * iteration publishes `done = i + 1`. CTAs are not held in step: one may run up to RING iterations ahead of
- * the slowest, because iteration i's arrivals are counted in slot i % RING (the bound keeps two iterations
- * from sharing a slot, and makes the publishers of `done` write it in order). A counter only grows: a tile's counter reads i + 1 once the tile ran
- * in iteration i, so a wait is "counter >= i + delta" and nothing is ever reset.
+ * iteration publishes it (`done = i + 1` for the host when it is the last one asked for, or every PUBLISH_EVERY-th:
+ * arrive()). CTAs are not held in step: one may run up to RING iterations ahead of the slowest, because iteration
+ * i's arrivals are counted in slot i % RING (the bound keeps two iterations from sharing a slot). A counter only
+ * grows: a tile's counter reads i + 1 once the tile ran in iteration i, so a wait is "counter >= i + delta" and
+ * nothing is ever reset.
  *
  * Host memory is read by one thread at a time, not polled by every CTA (132 pollers flood PCIe and slow every
  * transfer to the host): CTA 0 forwards the host's go and stop into GPU words (`finished[RING + 1]`,
@@ -173,6 +174,40 @@ __device__ bool wait_all(const Program& p, const int4* w, int count, unsigned lo
  * (tasks1000: 1.76 against 1.64 us per edge; bench/results/h200/experiments/signal_*.json). */
 __device__ __forceinline__ void signal_counter(const Program& p, int counter) {
   asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(p.counters + counter) : "memory");
+}
+
+/* Iterations between the host's sightings of `done` while a run goes on (the last iteration it asked for is always
+ * published at once). */
+constexpr unsigned long long PUBLISH_EVERY = 16;
+
+/* Thread 0, after the barrier that ends iteration `it` on this CTA (`go`: the host's go as this thread last read
+ * it): the CTA's arrival, one add in the iteration's slot; the slot's k-th use (iteration slot + k * RING) is
+ * complete at (k + 1) * gridDim.x arrivals, and the last CTA to arrive stamps the iteration and publishes it to the
+ * other CTAs (`finished[RING]`, which only paces the ring). The host hears of an iteration (`done`, across PCIe,
+ * behind a system-scope fence) only when it is the last the host asked for, or every PUBLISH_EVERY-th: only then
+ * must every CTA's writes be visible before the arrival count, so only then is the add acq_rel (release: this
+ * CTA's writes before it; acquire: the last CTA sees every CTA's). At the last iteration asked for every CTA's `go`
+ * is that iteration + 1 (it ran the iteration, so read a go above it, and go is no higher), so all of them release.
+ * Elsewhere the add is relaxed: dependencies between tiles go through the counters, not through arrivals. The
+ * writes of `done` land in order: every earlier one is released by its CTA's next acq_rel arrival, which the next
+ * publisher acquires.
+ *
+ * Why not the plain way (a fence, the add, and the host told every iteration): the last CTA to arrive starts its
+ * next iteration late and so tends to be last again, and the CTAs' fences wait for their tiles' stores; on an
+ * H100 chain64 took 7.6 us an iteration with a 5.0 us tile. */
+__device__ __forceinline__ void arrive(const Program& p, unsigned long long it, unsigned long long go) {
+  const bool publish = it + 1ull >= go || (it + 1ull) % PUBLISH_EVERY == 0ull;
+  unsigned long long* slot = p.finished + it % RING;
+  unsigned long long n;
+  if (publish) asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(n) : "l"(slot) : "memory");
+  else asm volatile("atom.relaxed.gpu.global.add.u64 %0, [%1], 1;" : "=l"(n) : "l"(slot) : "memory");
+  if (n + 1ull != (it / RING + 1ull) * gridDim.x) return;
+  p.done_ns[it % RING] = arkdma::now_ns();
+  atomicMax(p.finished + RING, it + 1);
+  if (publish) {
+    __threadfence_system();
+    *(volatile unsigned long long*)&p.control->done = it + 1;
+  }
 }
 
 #if ARK_GRAPH_COPIES
