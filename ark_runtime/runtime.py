@@ -611,6 +611,8 @@ class Runtime:
 
     @property
     def iterations_done(self) -> int:
+        """Iterations the kernel has told the host are done: every one after `wait()`; while a run goes on, the
+        kernel tells the host every 16th (loop.cuh's PUBLISH_EVERY), so the count moves in steps."""
         return int(self.control["done"][0])
 
     @property
