@@ -115,12 +115,14 @@ class Queues(wiring.Component):
             ring = Signal(33, name=f"q{i}_ring")
             # posted - completed + delta, in one subtraction: it cannot wrap when delta is not backwards
             m.d.comb += [delta.eq(self.regs.w_data - q.posted), ring.eq((self.regs.w_data - q.completed[:32])[:32])]
+            db_ok = Signal(name=f"q{i}_db_ok")  # the doorbell moves `posted`
             with m.If(w & (self.regs.w_offset == off["DOORBELL"]) & q.enabled & ~q.halting & ~q.db_pend):
                 with m.If(delta[31]):
                     m.d.sync += [q.db_pend.eq(1), q.db_code.eq(ErrorCode.DOORBELL_BACKWARDS), q.db_value.eq(self.regs.w_data)]
                 with m.Elif(ring > self.slots):
                     m.d.sync += [q.db_pend.eq(1), q.db_code.eq(ErrorCode.RING_OVERFLOW), q.db_value.eq(self.regs.w_data)]
                 with m.Else():
+                    m.d.comb += db_ok.eq(1)
                     m.d.sync += q.posted.eq(self.regs.w_data)
 
             # completion-word writer: `take` clears dirty; every event below that sets it wins
@@ -132,7 +134,9 @@ class Queues(wiring.Component):
                                     - (self.cw.ack.valid & (self.cw.ack.queue == i)))
 
             # enable, once drained
-            with m.If(q.en_pending & idle_pipe & ~self.flush):
+            enable_now = Signal(name=f"q{i}_enable_now")
+            m.d.comb += enable_now.eq(q.en_pending & idle_pipe & ~self.flush)
+            with m.If(enable_now):
                 m.d.sync += [
                     q.en_pending.eq(0), q.enabled.eq(1), q.checking.eq(1), q.dirty.eq(0),
                     q.posted.eq(q.start[:32]), q.dispatched.eq(q.start[:32]), q.completed.eq(q.start[:63]),
@@ -141,6 +145,25 @@ class Queues(wiring.Component):
                 ]
             with m.If(q.disabling & (inflight == 0)):
                 m.d.sync += [q.disabling.eq(0), q.dirty.eq(1)]
+
+            # `pending` is dispatched != posted of the next cycle, without a compare after the scheduler's grant or
+            # the doorbell's checks: dispatched never passes posted, and posted only grows, so a doorbell that moves
+            # it leaves work pending, a squash (back to a slot already posted) too, and a pick leaves work if the
+            # slot after it was posted
+            picked = fired & (chosen == i) & ~self.pick.payload.token
+            rung = Signal(name=f"q{i}_rung")
+            m.d.comb += rung.eq(db_ok & (self.regs.w_data != q.posted))
+            with m.If(enable_now):
+                m.d.sync += q.pending.eq(0)
+            with m.Elif(self.squash.valid & (self.squash.queue == i)):
+                m.d.sync += q.pending.eq(1)
+            with m.Elif(picked):
+                m.d.sync += q.pending.eq(((q.dispatched + 1)[:32] != q.posted) | rung)
+            with m.Else():
+                m.d.sync += q.pending.eq((q.dispatched != q.posted) | rung)
+            # in flight == 0, a cycle late: used only while the queue waits on a FENCE, when nothing of the queue
+            # issues and the count only falls, so it is never early
+            m.d.sync += q.drained.eq(inflight == 0)
 
             # scheduler and validator
             with m.If(fired & (chosen == i)):
@@ -183,8 +206,9 @@ class Queues(wiring.Component):
             has_work = Signal(name=f"q{i}_has_work")
             m.d.comb += has_work.eq(q.enabled & ~q.halting & ((q.completed[:32] != q.posted) | q.db_pend))
             m.d.comb += [
+                # eligibility from registers only (`pending`, `drained`), so the scheduler's loop is short
                 elig[i].eq(self.engine_enable & ~self.flush & q.enabled & ~q.halting & ~q.checking
-                           & ((q.dispatched != q.posted) | (q.db_pend & ~q.db_sent)) & (~q.fence | (inflight == 0))),
+                           & (q.pending | (q.db_pend & ~q.db_sent)) & (~q.fence | q.drained)),
                 self.enabled[i].eq(q.enabled), self.stops.halting[i].eq(q.halting), self.halted[i].eq(q.halted),
                 self.stops.stop_at[i].eq(q.stop_at), self.stops.draining[i].eq(q.draining),
                 self.stops.hard[i].eq(q.hard),
@@ -277,6 +301,8 @@ class _QueueRegs:
         self.compl_offset = reg(64, "compl_offset")
         self.posted = reg(32, "posted")
         self.dispatched = reg(32, "dispatched")
+        self.pending = reg(1, "pending")  # dispatched != posted
+        self.drained = reg(1, "drained")  # nothing in flight, a cycle ago
         self.completed = reg(63, "completed")
         self.db_pend = reg(1, "db_pend")
         self.db_code = reg(CODE_BITS, "db_code")
