@@ -10,8 +10,8 @@ import re
 import numpy as np
 
 from ark_runtime import models
-from ark_runtime.kernel.codegen import INCLUDE_DIR, generate
 from ark_runtime.fusion import fuse
+from ark_runtime.kernel.codegen import INCLUDE_DIR, generate
 from ark_runtime.plan import build_plan
 from ark_runtime.scheduler import DeviceSpec
 

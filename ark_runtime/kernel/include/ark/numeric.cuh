@@ -53,21 +53,6 @@ constexpr float LOG2E = 1.4426950408889634f;
  * 2^(x (GELU_K1 + GELU_K2 x^2)): three FP instructions to the exponent. */
 constexpr float GELU_K1 = 1.5957691216057308f * LOG2E, GELU_K2 = 1.5957691216057308f * 0.044715f * LOG2E;
 
-/* GELU (tanh form), SiLU and exp with one exp2 and (GELU, SiLU) one reciprocal each on the SFU, no branch. The
- * accurate library forms branch to slow paths per element, which keeps a fused chain from overlapping the
- * elements a thread holds; these stay within a few float ulps of them relative to the output's scale, and
- * saturate correctly towards +-inf. */
-template <int F> __device__ __forceinline__ float unary(float x) {
-  if constexpr (F == GELU) return x - x * rcp_approx(1.0f + ex2_approx(x * fmaf(GELU_K2, x * x, GELU_K1)));
-  else if constexpr (F == SILU) return x * rcp_approx(1.0f + ex2_approx(-LOG2E * x));
-  else if constexpr (F == RELU) return fmaxf(x, 0.0f);
-  else if constexpr (F == EXP) return ex2_approx(LOG2E * x);
-  else if constexpr (F == NEG) return -x;
-  else if constexpr (F == SQRT) return sqrtf(x);
-  else if constexpr (F == RSQRT) return rsqrtf(x);
-  else return x;
-}
-
 /* 2^x on the FMA pipes, for the share of a fused chain's exponentials the SFU (16 results per clock per SM,
  * against 128 FMAs) cannot keep up with: x = j + f with j the nearest integer (the 1.5 * 2^23 rounding trick),
  * 2^f by a degree-5 polynomial on [-0.5, 0.5] (relative error 2.3e-7 in float), and j added to the exponent bits.
@@ -87,16 +72,29 @@ __device__ __forceinline__ float exp2_fma(float x) {
   return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
 }
 
+/* GELU (tanh form), SiLU and exp with one exp2 and (GELU, SiLU) one reciprocal each on the SFU, no branch; with
+ * FMA_EXP2, GELU's and SiLU's exp2 is exp2_fma instead. The accurate library forms branch to slow paths per
+ * element, which keeps a fused chain from overlapping the elements a thread holds; these stay within a few float
+ * ulps of them relative to the output's scale, and saturate correctly towards +-inf. */
+template <int F, bool FMA_EXP2 = false> __device__ __forceinline__ float unary(float x) {
+  const auto e2 = [](float v) { return FMA_EXP2 ? exp2_fma(v) : ex2_approx(v); };
+  if constexpr (F == GELU) return x - x * rcp_approx(1.0f + e2(x * fmaf(GELU_K2, x * x, GELU_K1)));
+  else if constexpr (F == SILU) return x * rcp_approx(1.0f + e2(-LOG2E * x));
+  else if constexpr (F == RELU) return fmaxf(x, 0.0f);
+  else if constexpr (F == EXP) return ex2_approx(LOG2E * x);
+  else if constexpr (F == NEG) return -x;
+  else if constexpr (F == SQRT) return sqrtf(x);
+  else if constexpr (F == RSQRT) return rsqrtf(x);
+  else return x;
+}
+
 /* Of every SPLIT_OF elements a thread holds in a fused chain, the last SOFT_EXP compute GELU and SiLU with
  * exp2_fma instead of the SFU's exp2 (the reciprocal stays on the SFU), so the SFU and the FMA pipes finish
  * together. `u` is the element's place among the thread's (a constant once unrolled: no branch). */
 constexpr int SPLIT_OF = 8, SOFT_EXP = 4;
 
 template <int F> __device__ __forceinline__ float unary_mix(float x, int u) {
-  if (u % SPLIT_OF < SPLIT_OF - SOFT_EXP) return unary<F>(x);
-  if constexpr (F == GELU) return x - x * rcp_approx(1.0f + exp2_fma(x * fmaf(GELU_K2, x * x, GELU_K1)));
-  else if constexpr (F == SILU) return x * rcp_approx(1.0f + exp2_fma(-LOG2E * x));
-  else return unary<F>(x);
+  return u % SPLIT_OF < SPLIT_OF - SOFT_EXP ? unary<F>(x) : unary<F, true>(x);
 }
 
 template <int F> __device__ __forceinline__ float binary(float a, float b) {
