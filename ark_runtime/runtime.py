@@ -333,12 +333,12 @@ class Runtime:
             "ins": dev(prog.ins), "stream_start": dev(prog.stream_start), "members": dev(prog.members),
             "counters": cupy.zeros(max(prog.num_counters, 1), cupy.uint64),
             "finished": cupy.zeros(FINISHED_WORDS, cupy.uint64),
-            "done_ns": cupy.zeros(RING, cupy.uint64),
             "fault_flag": cupy.zeros(1, cupy.uint32),
             "tensors": dev(self._tensor_words()),
             "tile_ns": cupy.zeros(2 * len(self.plan.tiles), cupy.uint64), "copies": dev(self._copies),
             "graphs": cupy.zeros(max(len(self._graph_ops), 1) * GRAPH_POOL, cupy.uint64),
             "graph_words": cupy.zeros(max(len(self._graph_ops), 1) * GRAPH_WORDS, cupy.uint64),
+            "done_ns": cupy.zeros(RING * self.plan.num_sms, cupy.uint64),  # [RING][CTAs]
         }
         self._control_mem = cupy.cuda.alloc_pinned_memory(CONTROL_DTYPE.itemsize)
         self.control = np.frombuffer(self._control_mem, CONTROL_DTYPE, 1)
@@ -602,12 +602,13 @@ class Runtime:
 
     def iteration_ns(self) -> np.ndarray:
         """When each of the last (up to RING) iterations was done, by the GPU's clock (ns), oldest first: the
-        differences are the time per iteration with no host on the path."""
+        differences are the time per iteration with no host on the path. An iteration is done when its last CTA
+        finished it (each CTA stamps its own end of every iteration)."""
         self._idle("iteration_ns")
         done = self.iterations_done
-        ring = self._arrays["done_ns"].get()
+        ends = self._arrays["done_ns"].get().reshape(RING, self.plan.num_sms).max(axis=1)
         its = range(max(0, done - RING), done)
-        return np.array([int(ring[i % RING]) for i in its], np.int64)
+        return np.array([int(ends[i % RING]) for i in its], np.int64)
 
     @property
     def iterations_done(self) -> int:

@@ -514,7 +514,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(a
 #endif
   const int begin = p.stream_start[blockIdx.x], end = p.stream_start[blockIdx.x + 1];
   int first = end;  // nothing staged yet
-  unsigned long long go = 0, ring = 0;  // thread 0: go and iterations done, as last read
+  unsigned long long go = 0, ring = 0;  // thread 0: go and iterations published, as last read
   const unsigned long long first_it = p.finished[ark::SEGMENT_AT];  // 0, or where the last run of the graph stopped
 #if ARK_GRAPH_COPIES
   if (*(volatile unsigned*)p.fault_flag != 0u) return;  // relaunched as another CTA faulted
@@ -529,7 +529,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(a
     int stop = 0;
     if (threadIdx.x == 0 && !(go > it && it < ring + ark::RING)) {
       // the host's go (CTA 0 reads the host's words, the others its copies), and no more than RING
-      // iterations ahead of the slowest CTA (its arrival slot is free); read again only when what was read last
+      // iterations ahead of the last published (its arrival slot is free); read again only when what was read last
       // does not let this iteration start. Volatile polls (no L1 invalidation per poll), then one fence.
       for (unsigned spins = 0;; ++spins) {
         go = blockIdx.x == 0 ? ark::forward_go(p) : *(volatile unsigned long long*)(p.finished + ark::GO_SEEN);

@@ -236,10 +236,10 @@ def test_named_models_match_the_reference(gpu, name):
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_activation_chains_at_every_place_a_thread_holds(gpu, dtype):
-    """A fused chain computes GELU and SiLU with the SFU's exp2 for some of the elements a thread holds and with
-    exp2_fma (numeric.cuh) for the rest. Tiles of 2,048 elements and more fill every place; the inputs span the
-    exponent's range and run past both of exp2_fma's clamps, shuffled so every kind lands on every place; each
-    element against float64, relative to its own size (floor 1)."""
+    """A fused chain computes GELU's and SiLU's reciprocal on the SFU for some of the elements a thread holds and
+    with rcp_fma (numeric.cuh) for the rest. Tiles of 2,048 elements and more fill every place; the inputs span the
+    exponent's range and run past rcp_fma's clamp (1 + 2^y is inf from |x| of about 88 on), shuffled so every kind
+    lands on every place; each element against float64, relative to its own size (floor 1)."""
     from ark_runtime.runtime import Runtime
 
     m = Model(f"activations-{dtype}")

@@ -2,10 +2,11 @@
  * instruction streams, the counters that order tiles across SMs, and faults.
  *
  * Launched once, one CTA per SM (a cooperative launch: all CTAs resident). Iteration i runs when the host
- * has raised `go` above i; each CTA plays its stream (wait / run / signal), then the last CTA to finish the
- * iteration publishes it (`done = i + 1` for the host when it is the last one asked for, or every PUBLISH_EVERY-th:
- * arrive()). CTAs are not held in step: one may run up to RING iterations ahead of the slowest, because iteration
- * i's arrivals are counted in slot i % RING (the bound keeps two iterations from sharing a slot). A counter only
+ * has raised `go` above i; each CTA plays its stream (wait / run / signal), then stamps and counts its arrival; the
+ * last CTA to finish an iteration the host must hear of (the last one asked for, and every PUBLISH_EVERY-th) publishes
+ * it (`done = i + 1`: arrive()). CTAs are not held in step: one may run up to RING iterations ahead of the last
+ * iteration published, because iteration i's arrivals are counted in slot i % RING (the bound keeps two iterations
+ * from sharing a slot). A counter only
  * grows: a tile's counter reads i + 1 once the tile ran in iteration i, so a wait is "counter >= i + delta" and
  * nothing is ever reset.
  *
@@ -59,8 +60,8 @@ struct Program {
   const int* members;         // the tile counters of every op group
   unsigned long long* counters;
   unsigned long long* finished;  // [RING] CTAs that finished iteration i, in slot i % RING; [RING] iterations
-                                 // done; [RING + 1] go and [RING + 2] stop as CTA 0 last read them from the host
-  unsigned long long* done_ns;   // [RING] when iteration i was done (globaltimer), in slot i % RING
+                                 // published; [RING + 1] go and [RING + 2] stop as CTA 0 last read them from the host
+  unsigned long long* done_ns;   // [RING][CTAs] when each CTA finished iteration i (globaltimer), in row i % RING
   unsigned int* fault_flag;   // non-zero once any CTA faulted (GPU memory: cheap to watch)
   void* const* tensors;       // per tensor id: its address; then, from word gen::TENSOR_MAPS_AT (64-byte aligned),
                               // the tensor maps of TMA loads, 128 bytes each (codegen.tensor_maps_at)
@@ -179,35 +180,40 @@ __device__ __forceinline__ void signal_counter(const Program& p, int counter) {
 /* Iterations between the host's sightings of `done` while a run goes on (the last iteration it asked for is always
  * published at once). */
 constexpr unsigned long long PUBLISH_EVERY = 16;
+static_assert(PUBLISH_EVERY < RING, "the ring's pace moves at published iterations only");
 
 /* Thread 0, after the barrier that ends iteration `it` on this CTA (`go`: the host's go as this thread last read
- * it): the CTA's arrival, one add in the iteration's slot; the slot's k-th use (iteration slot + k * RING) is
- * complete at (k + 1) * gridDim.x arrivals, and the last CTA to arrive stamps the iteration and publishes it to the
- * other CTAs (`finished[RING]`, which only paces the ring). The host hears of an iteration (`done`, across PCIe,
- * behind a system-scope fence) only when it is the last the host asked for, or every PUBLISH_EVERY-th: only then
- * must every CTA's writes be visible before the arrival count, so only then is the add acq_rel (release: this
- * CTA's writes before it; acquire: the last CTA sees every CTA's). At the last iteration asked for every CTA's `go`
- * is that iteration + 1 (it ran the iteration, so read a go above it, and go is no higher), so all of them release.
- * Elsewhere the add is relaxed: dependencies between tiles go through the counters, not through arrivals. The
- * writes of `done` land in order: every earlier one is released by its CTA's next acq_rel arrival, which the next
- * publisher acquires.
+ * it): the CTA's arrival. It stamps its row of done_ns (the host takes an iteration's latest stamp as its end) and
+ * adds one to the iteration's slot; the slot's k-th use (iteration slot + k * RING) is complete at (k + 1) *
+ * gridDim.x arrivals. Only the iterations the host hears of (`done`, across PCIe, behind a system-scope fence: the
+ * last one it asked for, and every PUBLISH_EVERY-th) read the count back: their adds are acq_rel (release: this
+ * CTA's writes, stamps included, before it; acquire: the last CTA sees every CTA's), and the last CTA to arrive
+ * publishes the iteration to the others (`finished[RING]`, which only paces the ring: a CTA may be up to RING
+ * iterations past it; the slowest CTA never waits on it and moves it every PUBLISH_EVERY < RING iterations) and to
+ * the host. At the last iteration asked for every CTA's `go` is that iteration + 1 (it ran the iteration, so read
+ * a go above it, and go is no higher), so all of them release. Every other arrival is a relaxed reduction that the
+ * CTA does not wait for: dependencies between tiles go through the counters, not through arrivals. The writes of
+ * `done` land in order: every earlier one is released by its CTA's next acq_rel arrival, which the next publisher
+ * acquires.
  *
- * Why not the plain way (a fence, the add, and the host told every iteration): the last CTA to arrive starts its
- * next iteration late and so tends to be last again, and the CTAs' fences wait for their tiles' stores; on an
- * H100 chain64 took 7.6 us an iteration with a 5.0 us tile. */
+ * Why not the plain way (a fence, an add whose count every CTA reads back, and the host told every iteration): the
+ * last CTA to arrive starts its next iteration late and so tends to be last again, the CTAs' fences wait for their
+ * tiles' stores, and each CTA waits an L2 round trip for its count. On an H100 chain64 took 7.6 us an iteration with
+ * a 5.0 us tile that way, 5.5 with a 4.7 us tile reading back every count, and 4.8 with a 4.4 us tile reading back
+ * only the published ones. */
 __device__ __forceinline__ void arrive(const Program& p, unsigned long long it, unsigned long long go) {
-  const bool publish = it + 1ull >= go || (it + 1ull) % PUBLISH_EVERY == 0ull;
+  p.done_ns[(it % RING) * gridDim.x + blockIdx.x] = arkdma::now_ns();
   unsigned long long* slot = p.finished + it % RING;
-  unsigned long long n;
-  if (publish) asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(n) : "l"(slot) : "memory");
-  else asm volatile("atom.relaxed.gpu.global.add.u64 %0, [%1], 1;" : "=l"(n) : "l"(slot) : "memory");
-  if (n + 1ull != (it / RING + 1ull) * gridDim.x) return;
-  p.done_ns[it % RING] = arkdma::now_ns();
-  atomicMax(p.finished + RING, it + 1);
-  if (publish) {
-    __threadfence_system();
-    *(volatile unsigned long long*)&p.control->done = it + 1;
+  if (!(it + 1ull >= go || (it + 1ull) % PUBLISH_EVERY == 0ull)) {
+    asm volatile("red.relaxed.gpu.global.add.u64 [%0], 1;" ::"l"(slot) : "memory");
+    return;
   }
+  unsigned long long n;
+  asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(n) : "l"(slot) : "memory");
+  if (n + 1ull != (it / RING + 1ull) * gridDim.x) return;
+  atomicMax(p.finished + RING, it + 1);
+  __threadfence_system();
+  *(volatile unsigned long long*)&p.control->done = it + 1;
 }
 
 #if ARK_GRAPH_COPIES

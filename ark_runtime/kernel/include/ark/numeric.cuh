@@ -53,33 +53,28 @@ constexpr float LOG2E = 1.4426950408889634f;
  * 2^(x (GELU_K1 + GELU_K2 x^2)): three FP instructions to the exponent. */
 constexpr float GELU_K1 = 1.5957691216057308f * LOG2E, GELU_K2 = 1.5957691216057308f * 0.044715f * LOG2E;
 
-/* 2^x on the FMA pipes, for the share of a fused chain's exponentials the SFU (16 results per clock per SM,
- * against 128 FMAs) cannot keep up with: x = j + f with j the nearest integer (the 1.5 * 2^23 rounding trick),
- * 2^f by a degree-5 polynomial on [-0.5, 0.5] (relative error 2.3e-7 in float), and j added to the exponent bits.
- * x is clamped to [-127, 127.99]: below, the result is subnormal (flushed to 0, as the SFU's is); above, 3.4e38
- * where the SFU gives inf. GELU and SiLU only take the reciprocal of 1 + that, to the same 0 (flushed), so exp
- * itself stays on the SFU. */
-__device__ __forceinline__ float exp2_fma(float x) {
-  x = fminf(fmaxf(x, -127.0f), 127.99f);
-  const float t = x + 12582912.0f;
-  const float f = x - (t - 12582912.0f);
-  float p = 1.3276308309286833e-3f;
-  p = fmaf(p, f, 9.675485081970692e-3f);
-  p = fmaf(p, f, 5.550713092088699e-2f);
-  p = fmaf(p, f, 2.4022120237350464e-1f);
-  p = fmaf(p, f, 6.931469440460205e-1f);
-  p = fmaf(p, f, 1.0000001192092896f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+/* 1/d for d >= 1 on the FMA pipes, for the share of a fused chain's reciprocals the SFU cannot keep up with: a first
+ * guess from the exponent bits (0x7EF311C3 - bits, within 5.1%), one cubic step (error e -> e^3) and one Newton step
+ * (e -> e^2): within 7.6e-8 relative (1.3 float ulps). d is clamped to 2^100 first, where the guess still works:
+ * GELU and SiLU only multiply x by the result, so 2^-100 for 1/inf changes no output (x - x * 2^-100 rounds to x;
+ * x * 2^-100 underflows towards SiLU's own limit, 0). A NaN x stays NaN through the x it is multiplied by. */
+__device__ __forceinline__ float rcp_fma(float d) {
+  d = fminf(d, 0x1p100f);
+  float r = __int_as_float(0x7EF311C3 - __float_as_int(d));
+  float e = fmaf(-d, r, 1.0f);
+  r = fmaf(r, fmaf(e, e, e), r);
+  e = fmaf(-d, r, 1.0f);
+  return fmaf(r, e, r);
 }
 
-/* GELU (tanh form), SiLU and exp with one exp2 and (GELU, SiLU) one reciprocal each on the SFU, no branch; with
- * FMA_EXP2, GELU's and SiLU's exp2 is exp2_fma instead. The accurate library forms branch to slow paths per
- * element, which keeps a fused chain from overlapping the elements a thread holds; these stay within a few float
- * ulps of them relative to the output's scale, and saturate correctly towards +-inf. */
-template <int F, bool FMA_EXP2 = false> __device__ __forceinline__ float unary(float x) {
-  const auto e2 = [](float v) { return FMA_EXP2 ? exp2_fma(v) : ex2_approx(v); };
-  if constexpr (F == GELU) return x - x * rcp_approx(1.0f + e2(x * fmaf(GELU_K2, x * x, GELU_K1)));
-  else if constexpr (F == SILU) return x * rcp_approx(1.0f + e2(-LOG2E * x));
+/* GELU (tanh form), SiLU and exp with one exp2 on the SFU and (GELU, SiLU) one reciprocal, on the SFU or with
+ * FMA_RCP on the FMA pipes (rcp_fma), no branch. The accurate library forms branch to slow paths per element, which
+ * keeps a fused chain from overlapping the elements a thread holds; these stay within a few float ulps of them
+ * relative to the output's scale, and saturate correctly towards +-inf. */
+template <int F, bool FMA_RCP = false> __device__ __forceinline__ float unary(float x) {
+  const auto rcp = [](float v) { return FMA_RCP ? rcp_fma(v) : rcp_approx(v); };
+  if constexpr (F == GELU) return x - x * rcp(1.0f + ex2_approx(x * fmaf(GELU_K2, x * x, GELU_K1)));
+  else if constexpr (F == SILU) return x * rcp(1.0f + ex2_approx(-LOG2E * x));
   else if constexpr (F == RELU) return fmaxf(x, 0.0f);
   else if constexpr (F == EXP) return ex2_approx(LOG2E * x);
   else if constexpr (F == NEG) return -x;
@@ -88,13 +83,18 @@ template <int F, bool FMA_EXP2 = false> __device__ __forceinline__ float unary(f
   else return x;
 }
 
-/* Of every SPLIT_OF elements a thread holds in a fused chain, the last SOFT_EXP compute GELU and SiLU with
- * exp2_fma instead of the SFU's exp2 (the reciprocal stays on the SFU), so the SFU and the FMA pipes finish
- * together. `u` is the element's place among the thread's (a constant once unrolled: no branch). */
-constexpr int SPLIT_OF = 8, SOFT_EXP = 4;
+/* Of every SPLIT_OF elements a thread holds in a fused chain, the last SOFT_RCP take GELU's and SiLU's reciprocal on
+ * the FMA pipes, the rest on the SFU (16 results a clock an SM, against 128 FMAs), so that the SFU and the issue
+ * slots run out together: an SFU element costs two SFU results and about 8 instructions, an FMA one one SFU result
+ * and about 13. `u` is the element's place among the thread's (a constant once unrolled: no branch). On H100s
+ * (two sessions) chain64's tile took 4.78 / 4.59 / 4.43 / 4.34 / 4.39 / 4.59 us with 8 / 7 / 6 / 5 / 4 / 3 of 8 on
+ * the FMA pipes; 4.55 with 3 reciprocals and 2 exp2s there, and 4.69 with 4 exp2s and no reciprocal (a polynomial
+ * exp2 costs 12 instructions to spare one SFU result). */
+constexpr int SPLIT_OF = 8, SOFT_RCP = 5;
+static_assert(0 <= SOFT_RCP && SOFT_RCP <= SPLIT_OF, "a share of SPLIT_OF");
 
 template <int F> __device__ __forceinline__ float unary_mix(float x, int u) {
-  return u % SPLIT_OF < SPLIT_OF - SOFT_EXP ? unary<F>(x) : unary<F, true>(x);
+  return u % SPLIT_OF < SPLIT_OF - SOFT_RCP ? unary<F>(x) : unary<F, true>(x);
 }
 
 template <int F> __device__ __forceinline__ float binary(float a, float b) {
