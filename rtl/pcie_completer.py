@@ -1,11 +1,11 @@
-"""PcieCompleter: the completer side of the Xilinx UltraScale+ PCIe block (its CQ and CC AXI streams, 256
+"""PcieCompleter: the completer side of the Xilinx UltraScale+ PCIe block (its CQ and CC AXI streams, 256 or 512
 bits, DWORD-aligned, no straddling) in front of a register bus: memory writes to the BAR become one bus
 write per DWORD (with its byte enables), memory reads of up to 8 DWORDs become bus reads answered by one
 completion. Anything else that wants an answer (I/O, atomics, longer reads) is answered Unsupported Request;
 messages are dropped. A bus error answers Completer Abort.
 
 With `window` (a WindowPort), memory writes that start inside the submission windows bypass the register bus:
-each CQ beat becomes one 256-bit beat of an AXI4 write burst on `win` (AWSIZE 5, the payload rotated into its
+each CQ beat becomes one beat of an AXI4 write burst on `win` (as wide as the stream, the payload rotated into its
 lanes, the TLP's byte enables and tkeep as strobes), so a 128-byte TLP of four descriptors takes its 5 CQ beats
 instead of 5 cycles per DWORD through the bus. A burst is announced (AW) with the rows the DWORD count spans;
 a TLP that ends early fills them with beats of no strobes, one longer than its count has the rest dropped.
@@ -14,8 +14,9 @@ come back, so it reaches the engine after the descriptors it follows, as PCIe or
 
 CQ descriptor (first 4 DWORDs of a request): address [63:2] in DW0-1, DWORD count [10:0] and request type
 [14:11] in DW2 with the requester ID in [31:16], tag [7:0], BAR aperture [24:19], TC [27:25] and attributes
-[30:28] in DW3; first and last byte enables in tuser [3:0] and [7:4]. CC descriptor (3 DWORDs): lower
-address, byte count; DWORD count, status, requester ID; tag, TC, attributes.
+[30:28] in DW3; first and last byte enables in tuser [3:0] and [7:4] ([11:8] at 512 bits). CC descriptor (3
+DWORDs): lower address, byte count; DWORD count, status, requester ID; tag, TC, attributes. At 512 bits a
+completion is one beat, marked in tuser by is_sop and is_eop (rtl/pcie_streams.py).
 """
 
 from __future__ import annotations
@@ -28,28 +29,31 @@ from amaranth.lib.wiring import In, Out
 
 from driver.abi import Resp
 from rtl.axi import Burst, axi_signature
+from rtl.pcie_streams import CC512_EOP_PTR, CC512_IS_EOP, CC512_IS_SOP, axis_signature, layout
 from rtl.register_bus import RegisterBusSignature
 
-WIDTH = 256
+WIDTH = 256  # the board's interface (Gen3 x8); 512 where the card is built for Gen3 x16 or Gen4 x8
 DWORDS = WIDTH // 32
 MAX_READ_DWORDS = 8
-CQ_USER_BITS = 88
-CC_USER_BITS = 33
+CQ_USER_BITS = layout(WIDTH).cq_user_bits
+CC_USER_BITS = layout(WIDTH).cc_user_bits
 WINDOW_BURSTS_OUT = 7  # window bursts announced whose write response has not come back
 
 
 @dataclass(frozen=True)
 class WindowPort:
-    """BAR offsets [base, end) written straight into a 256-bit AXI4 slave (the engine's submission windows), and
-    that slave's address and ID widths."""
+    """BAR offsets [base, end) written straight into an AXI4 slave as wide as the CQ stream (the engine's
+    submission windows), and that slave's address and ID widths."""
     base: int
     end: int
     addr_width: int
     id_width: int
+    width: int = WIDTH
 
     def __post_init__(self):
-        if self.base % 32 or not 0 <= self.base < self.end <= 1 << self.addr_width:
-            raise ValueError(f"the window path wants 32-byte aligned offsets in the port's {self.addr_width}-bit "
+        beat = layout(self.width).width // 8
+        if self.base % beat or not 0 <= self.base < self.end <= 1 << self.addr_width:
+            raise ValueError(f"the window path wants {beat}-byte aligned offsets in the port's {self.addr_width}-bit "
                              f"space, not [{self.base:#x}, {self.end:#x})")
 
 
@@ -70,12 +74,6 @@ class CplStatus(enum.Enum, shape=3):
     CA = 4  # completer abort
 
 
-def axis_signature(data_bits: int, user_bits: int) -> wiring.Signature:
-    """An AXI stream of the PCIe block, from its source's side."""
-    return wiring.Signature({"tdata": Out(data_bits), "tkeep": Out(data_bits // 32), "tlast": Out(1),
-                             "tuser": Out(user_bits), "tvalid": Out(1), "tready": In(1)})
-
-
 def _lead(be: Signal) -> Signal:
     """Bytes below the first enabled one of a 4-bit byte enable (0 when none is)."""
     return Mux(be[0] | (be == 0), 0, Mux(be[1], 1, Mux(be[2], 2, 3)))
@@ -87,21 +85,26 @@ def _trail(be: Signal) -> Signal:
 
 
 class PcieCompleter(wiring.Component):
-    def __init__(self, window: WindowPort | None = None):
+    def __init__(self, window: WindowPort | None = None, width: int = WIDTH):
+        self.layout = lay = layout(width)
+        if window is not None and window.width != width:
+            raise ValueError(f"the window port is {window.width}-bit, the CQ stream {width}-bit: they must match")
         self.window = window
         members = {
-            "cq": In(axis_signature(WIDTH, CQ_USER_BITS)),
-            "cc": Out(axis_signature(WIDTH, CC_USER_BITS)),
+            "cq": In(axis_signature(width, lay.cq_user_bits)),
+            "cc": Out(axis_signature(width, lay.cc_user_bits)),
             "bus": Out(RegisterBusSignature()),
         }
         if window is not None:
-            members["win"] = Out(axi_signature(window.addr_width, WIDTH, window.id_width))
+            members["win"] = Out(axi_signature(window.addr_width, width, window.id_width))
         super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
         cq, cc, bus = self.cq, self.cc, self.bus
-        d = [cq.tdata[32 * i: 32 * i + 32] for i in range(DWORDS)]
+        lay = self.layout
+        dwords, lb = lay.dwords, (lay.dwords - 1).bit_length()
+        d = [cq.tdata[32 * i: 32 * i + 32] for i in range(dwords)]
 
         addr = Signal(32)
         count = Signal(11)  # DWORDs of the request
@@ -110,8 +113,8 @@ class PcieCompleter(wiring.Component):
         tc, attr = Signal(3), Signal(3)
         first_be, last_be = Signal(4), Signal(4)
         low_addr = Signal(7)
-        beat, keep, last_beat = Signal(WIDTH), Signal(DWORDS), Signal()
-        idx = Signal(range(DWORDS + 1))
+        beat, keep, last_beat = Signal(lay.width), Signal(dwords), Signal()
+        idx = Signal(range(dwords + 1))
         first_dw = Signal()
         status = Signal(CplStatus)
         rdata = Array(Signal(32, name=f"rdata{i}") for i in range(MAX_READ_DWORDS))
@@ -137,7 +140,7 @@ class PcieCompleter(wiring.Component):
                      tag, Const(0, 16), Const(0, 1), tc, attr, Const(0, 1))  # DW2
         cpl_beat = Signal()  # 0: the first completion beat, 1: the second
         data_dws = Mux(status == CplStatus.SC, count, 0)
-        m.d.comb += [cc.tuser.eq(0), bus.addr.eq(addr), bus.wdata.eq(beat.word_select(idx[:3], 32))]
+        m.d.comb += [bus.addr.eq(addr), bus.wdata.eq(beat.word_select(idx[:lb], 32))]
 
         with m.FSM():
             with m.State("IDLE"):
@@ -150,7 +153,7 @@ class PcieCompleter(wiring.Component):
                         low_addr.eq(Cat(_lead(cq.tuser[:4])[:2], d[0][2:7])),
                         count.eq(d[2][:11]), left.eq(d[2][:11]),
                         req_id.eq(d[2][16:32]), tag.eq(d[3][:8]), tc.eq(d[3][25:28]), attr.eq(d[3][28:31]),
-                        first_be.eq(cq.tuser[:4]), last_be.eq(cq.tuser[4:8]),
+                        first_be.eq(cq.tuser[:4]), last_be.eq(cq.tuser[lay.cq_last_be:lay.cq_last_be + 4]),
                         beat.eq(cq.tdata), keep.eq(cq.tkeep), last_beat.eq(cq.tlast), idx.eq(4), first_dw.eq(1),
                         status.eq(CplStatus.SC), got.eq(0), cpl_beat.eq(0),
                     ]
@@ -185,7 +188,7 @@ class PcieCompleter(wiring.Component):
                     m.next = "IDLE"
                     with m.If(~last_beat):
                         m.next = "DRAIN"
-                with m.Elif((idx == DWORDS) | ~keep.bit_select(idx[:3], 1)):
+                with m.Elif((idx == dwords) | ~keep.bit_select(idx[:lb], 1)):
                     with m.If(last_beat):
                         m.next = "IDLE"  # the TLP ended before its DWORD count: what came is written
                     with m.Else():
@@ -225,11 +228,17 @@ class PcieCompleter(wiring.Component):
                             m.d.sync += status.eq(CplStatus.CA)
 
             with m.State("COMPLETE"):
-                first_data = Cat(*(rdata[i] for i in range(5)))
-                second_data = Cat(*(rdata[i] for i in range(5, 8)), Const(0, 160))
-                first_keep = Cat(Const(0b111, 3), *((data_dws > i) for i in range(5)))
-                second_keep = Cat(*((data_dws > 5 + i) for i in range(3)), Const(0, 5))
-                two_beats = data_dws > 5
+                # the header's 3 DWORDs and as much data as fits in the first beat; at 256 bits the rest in a second
+                first_n = min(dwords - 3, MAX_READ_DWORDS)
+                first_data = Cat(*(rdata[i] for i in range(first_n)))
+                second_data = Cat(*(rdata[i] for i in range(first_n, MAX_READ_DWORDS)),
+                                  Const(0, 32 * (dwords - MAX_READ_DWORDS + first_n)))
+                first_keep = Cat(Const(0b111, 3), *((data_dws > i) for i in range(first_n)))
+                second_keep = Cat(*((data_dws > first_n + i) for i in range(MAX_READ_DWORDS - first_n)))
+                two_beats = data_dws > first_n if first_n < MAX_READ_DWORDS else Const(0)
+                if lay.width == 512:  # one beat: its start and its end (the last DWORD's lane) in tuser
+                    m.d.comb += cc.tuser.eq((1 << CC512_IS_SOP) | (1 << CC512_IS_EOP)
+                                            | ((data_dws + 2) << CC512_EOP_PTR))
                 m.d.comb += [
                     cc.tvalid.eq(1),
                     cc.tdata.eq(Mux(cpl_beat, second_data, Cat(header, first_data))),
@@ -249,8 +258,9 @@ class PcieCompleter(wiring.Component):
         cq = self.cq
         if self.window is None:
             return Const(0), Const(0), Const(1)
-        w, win = self.window, self.win
-        d = [cq.tdata[32 * i: 32 * i + 32] for i in range(DWORDS)]
+        w, win, lay = self.window, self.win, self.layout
+        dwords, lb = lay.dwords, (lay.dwords - 1).bit_length()
+        d = [cq.tdata[32 * i: 32 * i + 32] for i in range(dwords)]
         kind, count = d[2][11:15], d[2][:11]
         to_window = Signal()
         m.d.comb += to_window.eq((kind == ReqType.MEM_WRITE) & (count != 0)
@@ -260,7 +270,7 @@ class PcieCompleter(wiring.Component):
         b_back = win.bvalid & win.bready
         aw_free = ~win.awvalid | win.awready
         w_free = ~win.wvalid | win.wready
-        m.d.comb += [win.bready.eq(1), win.awsize.eq(5), win.awburst.eq(Burst.INCR)]
+        m.d.comb += [win.bready.eq(1), win.awsize.eq(lay.size_bits), win.awburst.eq(Burst.INCR)]
         with m.If(win.awvalid & win.awready):
             m.d.sync += win.awvalid.eq(0)
         with m.If(win.wvalid & win.wready):
@@ -268,11 +278,11 @@ class PcieCompleter(wiring.Component):
 
         # the burst being taken: its lane offset, rows, rows sent, payload DWORDs still to come, the last beat
         active, flush = Signal(), Signal()  # taking CQ beats; sending rows after the TLP's last beat
-        off = Signal(4)  # row = DWORDs [off, off + 8) of (previous beat, this beat)
+        off = Signal(range(dwords + 1))  # row = DWORDs [off, off + dwords) of (previous beat, this beat)
         rows, sent = Signal(8), Signal(8)
         left = Signal(11)
         first_be, last_be, single = Signal(4), Signal(4), Signal()
-        prev, prev_strb = Signal(WIDTH), Signal(WIDTH // 8)
+        prev, prev_strb = Signal(lay.width), Signal(lay.width // 8)
 
         header = cq.tvalid & in_idle & ~active & ~flush & to_window
         take = Signal()  # a CQ beat of a window write is taken this cycle
@@ -283,12 +293,12 @@ class PcieCompleter(wiring.Component):
         ]
 
         # this beat's strobes: payload DWORDs 0.. start at DWORD 4 of the first beat
-        lane = req_addr[2:5]
+        lane = req_addr[2:2 + lb]
         beat_left = Mux(active, left, count)
-        fbe, lbe = Mux(active, first_be, cq.tuser[:4]), Mux(active, last_be, cq.tuser[4:8])
+        fbe, lbe = Mux(active, first_be, cq.tuser[:4]), Mux(active, last_be, cq.tuser[lay.cq_last_be:lay.cq_last_be + 4])
         one = Mux(active, single, count == 1)
-        strb = Signal(WIDTH // 8)
-        for p in range(DWORDS):
+        strb = Signal(lay.width // 8)
+        for p in range(dwords):
             k = p - 4 if p >= 4 else None  # the payload DWORD at p in the first beat
             first_valid = Const(0) if k is None else (beat_left > k)
             later_valid = beat_left > p
@@ -300,17 +310,17 @@ class PcieCompleter(wiring.Component):
 
         # the row sent now: from (previous beat, this beat), or (this beat, nothing) after the last
         low_first = lane < 4  # a first beat whose DWORDs land in the burst's first row and the next
-        new_off = Signal(4)
-        m.d.comb += new_off.eq(Mux(low_first, 4 - lane, 12 - lane))
+        new_off = Signal(range(dwords + 1))
+        m.d.comb += new_off.eq(Mux(low_first, 4 - lane, dwords + 4 - lane))
         row_off = Mux(active | flush, off, new_off)
         x_lo = Mux(flush, prev, Mux(active, prev, Mux(low_first, cq.tdata, 0)))
         x_hi = Mux(flush | (~active & low_first), 0, cq.tdata)
         s_lo = Mux(flush, prev_strb, Mux(active, prev_strb, Mux(low_first, strb, 0)))
         s_hi = Mux(flush | (~active & low_first), 0, strb)
-        row, row_strb = Signal(WIDTH), Signal(WIDTH // 8)
-        m.d.comb += [row.eq(Cat(x_lo, x_hi).bit_select(row_off * 32, WIDTH)),
-                     row_strb.eq(Cat(s_lo, s_hi).bit_select(row_off * 4, WIDTH // 8))]
-        n_rows = ((lane + count - 1) >> 3) + 1
+        row, row_strb = Signal(lay.width), Signal(lay.width // 8)
+        m.d.comb += [row.eq(Cat(x_lo, x_hi).bit_select(row_off * 32, lay.width)),
+                     row_strb.eq(Cat(s_lo, s_hi).bit_select(row_off * 4, lay.width // 8))]
+        n_rows = ((lane + count - 1) >> lb) + 1
         total = Mux(active | flush, rows, n_rows)
         done = Mux(active | flush, sent, 0)
         # a first beat landing in two rows waits for the next beat, unless it is the last
@@ -320,15 +330,16 @@ class PcieCompleter(wiring.Component):
             m.d.sync += [win.wvalid.eq(1), win.wdata.eq(row), win.wstrb.eq(row_strb), win.wlast.eq(done + 1 == total),
                          sent.eq(done + 1)]
         with m.If(header & take):
-            m.d.sync += [win.awvalid.eq(1), win.awaddr.eq(req_addr & ~31), win.awlen.eq(n_rows - 1),
-                         off.eq(new_off), rows.eq(n_rows), first_be.eq(cq.tuser[:4]), last_be.eq(cq.tuser[4:8]),
+            m.d.sync += [win.awvalid.eq(1), win.awaddr.eq(req_addr & ~(lay.width // 8 - 1)), win.awlen.eq(n_rows - 1),
+                         off.eq(new_off), rows.eq(n_rows), first_be.eq(cq.tuser[:4]), last_be.eq(cq.tuser[lay.cq_last_be:lay.cq_last_be + 4]),
                          single.eq(count == 1), active.eq(~cq.tlast)]
             with m.If(~send):
                 m.d.sync += sent.eq(0)
         with m.If(take):
             # (a first beat sent with nothing after it leaves nothing to carry)
             m.d.sync += [prev.eq(cq.tdata), prev_strb.eq(Mux(~active & low_first & cq.tlast, 0, strb)),
-                         left.eq(Mux(beat_left > Mux(active, 8, 4), beat_left - Mux(active, 8, 4), 0))]
+                         left.eq(Mux(beat_left > Mux(active, dwords, dwords - 4),
+                                     beat_left - Mux(active, dwords, dwords - 4), 0))]
             with m.If(cq.tlast):
                 m.d.sync += [active.eq(0), flush.eq(done + send < total)]
         with m.If(flush & send):

@@ -1,6 +1,9 @@
 """PcieRequester: the engine's memory port (an AXI4 slave of 64, 128 or 256-bit beats) as requests on the Xilinx
-UltraScale+ PCIe block's RQ stream and completions from its RC stream (256 bits, DWORD-aligned, no straddling),
-a 256-bit beat a cycle each way.
+UltraScale+ PCIe block's RQ stream and completions from its RC stream (256 or 512 bits, DWORD-aligned, no
+straddling), a beat a cycle each way. At 512 bits the RQ beats also carry the packet marks the block reads there
+(is_sop, is_eop and the last DWORD's lane: rtl/pcie_streams.py); with `rq_straddle` two requests may share a beat,
+the second from lane 8 (rtl/pcie_rq_straddle.py), the writes cut into halves two a cycle
+(rtl/pcie_write_halves.py).
 
 - Sizes: `max_read_req` and `max_payload` take the Max_Read_Request_Size and Max_Payload_Size the host set in
   the Device Control register, in its encoding (0: 128 bytes ... 5: 4096), as the block reports them
@@ -51,9 +54,11 @@ from amaranth.lib.wiring import In, Out
 
 from driver.abi import Resp
 from rtl.axi import axi_signature
-from rtl.pcie_completer import DWORDS, WIDTH, axis_signature
-from rtl.pcie_requests import (MEM_READ, RC_SOP_BIT, RC_USER_BITS, REQUESTER_DATA_WIDTHS, RQ_USER_BITS,
-                               SIZE_CODE_BITS, SIZES, capped, rq_header, size_code, size_of)
+from rtl.pcie_completer import WIDTH
+from rtl.pcie_requests import (MEM_READ, RC_USER_BITS, REQUESTER_DATA_WIDTHS, RQ_USER_BITS, SIZE_CODE_BITS, SIZES,
+                               capped, rq_header, rq_user, size_code, size_of)
+from rtl.pcie_rq_straddle import straddle
+from rtl.pcie_streams import RQ512_EOP_PTR, RQ512_IS_EOP, RQ512_IS_SOP, axis_signature, layout
 from rtl.pcie_write_sender import PcieWriteSender
 
 __all__ = ["COMPLETION_TIMEOUT_CYCLES", "PcieRequester", "RC_USER_BITS", "RQ_USER_BITS", "SIZES", "SIZE_CODE_BITS",
@@ -77,10 +82,15 @@ def requests_per_burst(burst_bytes: int, beat_bytes: int = 8) -> int:
 
 class PcieRequester(wiring.Component):
     def __init__(self, *, id_width: int, max_burst_beats: int, data_width: int = 64, max_payload_bytes: int = 1024,
-                 max_read_bytes: int = 4096, completion_timeout_cycles: int = COMPLETION_TIMEOUT_CYCLES):
-        if data_width not in REQUESTER_DATA_WIDTHS:
+                 max_read_bytes: int = 4096, completion_timeout_cycles: int = COMPLETION_TIMEOUT_CYCLES,
+                 width: int = WIDTH, rq_straddle: bool = False):
+        self.layout = lay = layout(width)
+        if rq_straddle and width != 512:
+            raise ValueError(f"RQ straddling is a 512-bit interface's, not a {width}-bit one's")
+        self.rq_straddle = rq_straddle
+        if data_width not in REQUESTER_DATA_WIDTHS or data_width > width:
             raise ValueError(f"the requester packs engine beats of {REQUESTER_DATA_WIDTHS} bits into the block's "
-                             f"{WIDTH}-bit beats, not {data_width}-bit ones")
+                             f"{width}-bit beats, not {data_width}-bit ones")
         if max_payload_bytes not in SIZES:
             raise ValueError(f"max_payload_bytes must be a PCIe payload size (128..4096), not {max_payload_bytes}")
         if max_read_bytes not in SIZES:
@@ -101,17 +111,67 @@ class PcieRequester(wiring.Component):
         self.completion_timeout_cycles = completion_timeout_cycles
         super().__init__({
             "mem": In(axi_signature(64, data_width, id_width)),
-            "rq": Out(axis_signature(WIDTH, RQ_USER_BITS)),
-            "rc": In(axis_signature(WIDTH, RC_USER_BITS)),
+            "rq": Out(axis_signature(width, lay.rq_user_bits)),
+            "rc": In(axis_signature(width, lay.rc_user_bits)),
             "max_read_req": In(SIZE_CODE_BITS),
             "max_payload": In(SIZE_CODE_BITS),
             "timeouts": Out(STATUS_BITS),
             "dropped": Out(STATUS_BITS),
         })
 
+    def _rq_beats(self, m: Module, writer, read_valid, read_header, send_read) -> None:
+        """RQ a request a beat at a time: a waiting read request between two write requests, else the writer's
+        beats; at 512 bits with the packet marks in tuser."""
+        rq, lay = self.rq, self.layout
+        w_busy = Signal()  # a write request is partway out
+        read_turn = ~w_busy & read_valid
+        user = Signal.like(rq.tuser)  # byte enables; the 512-bit stream's packet marks are added below
+        with m.If(read_turn):
+            m.d.comb += [rq.tvalid.eq(1), rq.tkeep.eq(0b1111), rq.tlast.eq(1),
+                         user.eq(rq_user(lay, Const(0xF, 4), Const(0xF, 4))), rq.tdata.eq(read_header)]
+            with m.If(rq.tready):
+                send_read()
+        with m.Else():
+            m.d.comb += [rq.tvalid.eq(writer.rq.tvalid), rq.tdata.eq(writer.rq.tdata), rq.tkeep.eq(writer.rq.tkeep),
+                         rq.tlast.eq(writer.rq.tlast), user.eq(writer.rq.tuser), writer.rq.tready.eq(rq.tready)]
+            with m.If(writer.rq.tvalid & rq.tready):
+                m.d.sync += w_busy.eq(~writer.rq.tlast)
+        if lay.width == 512:
+            # the block reads a packet's start and end (its last DWORD's lane) from tuser at 512 bits; a request's
+            # first beat is its start (w_busy: a write's further beats), its last beat its end
+            last_lane = Signal(4)
+            m.d.comb += last_lane.eq(sum(rq.tkeep[i] for i in range(lay.dwords)) - 1)
+            m.d.comb += rq.tuser.eq(user | Cat(Const(0, RQ512_IS_SOP), ~w_busy)
+                                    | Cat(Const(0, RQ512_IS_EOP), rq.tlast)
+                                    | Cat(Const(0, RQ512_EOP_PTR), last_lane))
+        else:
+            m.d.comb += rq.tuser.eq(user)
+
+    def _rq_halves(self, m: Module, writer, read_valid, read_header, send_read) -> None:
+        """RQ straddled (512 bits): two 256-bit halves a beat, a request starting at either. The first half is the
+        writer's next one while a write request is partway out, else a waiting read request, else the writer's
+        next; the second continues the first's request, or after a request's end is a waiting read request (one a
+        beat) or the writer's next request."""
+        h0, h1 = writer.h0, writer.h1
+        read = {"valid": read_valid, "data": read_header, "keep": Const(0b1111, 8), "be": Const(0xFF, 8),
+                "sop": Const(1), "eop": Const(1)}
+        w0 = {name: getattr(h0, name) for name in ("valid", "data", "keep", "be", "sop", "eop")}
+        w1 = {name: getattr(h1, name) for name in ("valid", "data", "keep", "be", "sop", "eop")}
+        read_a, read_b = Signal(name="read_first"), Signal(name="read_second")
+        m.d.comb += [read_a.eq(~writer.in_tlp & read_valid),
+                     read_b.eq(writer.in_tlp & h0.eop & read_valid)]
+        a = {k: Mux(read_a, read[k], w0[k]) for k in read}
+        b = {k: Mux(read_a, w0[k], Mux(read_b, read[k], w1[k])) for k in read}
+        straddle(m, self.rq, a, b)
+        with m.If(self.rq.tready & a["valid"]):
+            with m.If(read_a | read_b):
+                send_read()
+            m.d.comb += writer.take.eq(Mux(read_a, h0.valid, Mux(read_b, 1, h0.valid + (h0.valid & h1.valid))))
+
     def elaborate(self, platform):
         m = Module()
-        mem, rq, rc = self.mem, self.rq, self.rc
+        mem, rq, rc, lay = self.mem, self.rq, self.rc, self.layout
+        dwords = lay.dwords
         beats, iw = self.max_burst_beats, self.id_width
         db = self.data_width // 8
         per_beat = db // 4  # DWORDs an engine beat carries
@@ -158,7 +218,8 @@ class PcieRequester(wiring.Component):
 
         # --- writes ----------------------------------------------------------------------------------------------
         m.submodules.writer = writer = PcieWriteSender(data_width=self.data_width, id_width=iw,
-                                                       max_burst_beats=beats, max_payload_bytes=self.max_payload_bytes)
+                                                       max_burst_beats=beats, max_payload_bytes=self.max_payload_bytes,
+                                                       width=lay.width, straddle=self.rq_straddle)
         for name, member in writer.axi.signature.members.items():
             if member.flow == Out:  # (the writer's outputs: readies and the response)
                 m.d.comb += getattr(mem, name).eq(getattr(writer.axi, name))
@@ -198,21 +259,18 @@ class PcieRequester(wiring.Component):
             m.d.sync += r_active.eq(0)  # the burst failed: its other requests are not sent
 
         # --- RQ: a read request between two write requests, else the writer's beats ------------------------------
-        w_busy = Signal()  # a write request is partway out
-        read_turn = ~w_busy & read_valid
-        with m.If(read_turn):
-            m.d.comb += [rq.tvalid.eq(1), rq.tkeep.eq(0b1111), rq.tlast.eq(1), rq.tuser.eq(0xFF),
-                         rq.tdata.eq(rq_header(r_addr, n[2:], MEM_READ, Cat(pool, gen[pool])))]
-            with m.If(rq.tready):
-                m.d.comb += sent_read.eq(1)
-                m.d.sync += [left[pool].eq(n), owner[pool].eq(r_id), r_addr.eq(r_addr + n), r_left.eq(r_left - n)]
-                with m.If(r_left == n):
-                    m.d.sync += r_active.eq(0)
-        with m.Else():
-            m.d.comb += [rq.tvalid.eq(writer.rq.tvalid), rq.tdata.eq(writer.rq.tdata), rq.tkeep.eq(writer.rq.tkeep),
-                         rq.tlast.eq(writer.rq.tlast), rq.tuser.eq(writer.rq.tuser), writer.rq.tready.eq(rq.tready)]
-            with m.If(writer.rq.tvalid & rq.tready):
-                m.d.sync += w_busy.eq(~writer.rq.tlast)
+        read_header = rq_header(r_addr, n[2:], MEM_READ, Cat(pool, gen[pool]))
+
+        def send_read():
+            m.d.comb += sent_read.eq(1)
+            m.d.sync += [left[pool].eq(n), owner[pool].eq(r_id), r_addr.eq(r_addr + n), r_left.eq(r_left - n)]
+            with m.If(r_left == n):
+                m.d.sync += r_active.eq(0)
+
+        if self.rq_straddle:
+            self._rq_halves(m, writer, read_valid, read_header, send_read)
+        else:
+            self._rq_beats(m, writer, read_valid, read_header, send_read)
 
         # --- the R side: each ID's beats in order from the store, SLVERR from the first missing one of a failed
         # burst ---------------------------------------------------------------------------------------------------
@@ -249,7 +307,7 @@ class PcieRequester(wiring.Component):
         # --- the RC side: completions into the store, an engine beat a cycle ---------------------------------------
         # `acc` holds a completion's DWORDs not yet stored (a beat's worth at most, plus the RC beat just taken);
         # the bits above its count are zero.
-        hold = DWORDS + per_beat
+        hold = dwords + per_beat
         acc, acc_n = Signal(32 * hold), Signal(range(hold + 1))
         tag = Signal(iw)  # the ID the completion being taken answers
         slot = Signal(SLOT_BITS)  # its request
@@ -279,14 +337,14 @@ class PcieRequester(wiring.Component):
         m.d.comb += n_after.eq(Mux(~mid & ~emit, 0, acc_n - Mux(emit, per_beat, 0)))
         shifted = Mux(emit, acc[32 * per_beat:], acc)
         m.d.sync += [acc.eq(shifted), acc_n.eq(n_after)]
-        lanes = Cat(Mux(rc.tkeep[i], rc.tdata.word_select(i, 32), 0) for i in range(DWORDS))
-        taken = Signal(range(DWORDS + 1))
-        m.d.comb += taken.eq(sum(rc.tkeep[i] for i in range(DWORDS)))
+        lanes = Cat(Mux(rc.tkeep[i], rc.tdata.word_select(i, 32), 0) for i in range(dwords))
+        taken = Signal(range(dwords + 1))
+        m.d.comb += taken.eq(sum(rc.tkeep[i] for i in range(dwords)))
         placed = Array(Cat(Const(0, 32 * k), lanes)[:32 * hold] for k in range(per_beat + 1))[n_after]
 
         # the RC descriptor: DW0 lower address [11:0], error code [15:12], byte count [28:16]; DW1 DWORD count,
         # status [13:11], poisoned [14]; DW2 tag [7:0]
-        d = [rc.tdata[32 * i: 32 * i + 32] for i in range(DWORDS)]
+        d = [rc.tdata[32 * i: 32 * i + 32] for i in range(dwords)]
         c_slot, c_gen = d[2][:SLOT_BITS], d[2][SLOT_BITS:TAG_BITS]
         c_failed = (d[1][11:14] != 0) | d[1][14] | (d[0][12:16] != 0)
         c_left, c_id = Signal.like(left_of[0], name="c_left"), Signal(iw, name="c_id")
@@ -298,7 +356,7 @@ class PcieRequester(wiring.Component):
         expire = ~mid & expired & (acc_n == 0)
         m.d.sync += scan.eq(Mux(expired & ~expire, scan, scan + 1))  # (an expired ID waits for the TLP to end)
         with m.If(mid):
-            m.d.comb += rc.tready.eq(dropping | (n_after + DWORDS <= hold))
+            m.d.comb += rc.tready.eq(dropping | (n_after + dwords <= hold))
             with m.If(rc.tvalid & rc.tready):
                 m.d.sync += mid.eq(~rc.tlast)
                 with m.If(~dropping):
@@ -311,7 +369,7 @@ class PcieRequester(wiring.Component):
             m.d.comb += rc.tready.eq(1)
             with m.If(rc.tvalid):
                 m.d.sync += [mid.eq(~rc.tlast), dropping.eq(1)]
-                with m.If(~rc.tuser[RC_SOP_BIT] | ~c_ours | ~(c_failed | c_expected)):
+                with m.If(~rc.tuser[lay.rc_sop] | ~c_ours | ~(c_failed | c_expected)):
                     m.d.sync += dropped.eq(dropped + 1)
                 with m.Elif(c_failed):
                     fail(c_id)  # the TLP's own data (a poisoned one has some) is dropped

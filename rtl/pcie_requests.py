@@ -1,5 +1,6 @@
-"""What the requester side of the UltraScale+ PCIe block shares between its parts: the RQ and RC streams' widths,
-the request sizes by their Device Control code, and the RQ descriptor of a memory request."""
+"""What the requester side of the UltraScale+ PCIe block shares between its parts: the RQ and RC streams' widths
+at 256 bits, the request sizes by their Device Control code, the RQ descriptor of a memory request and the byte
+enables' place in RQ's tuser."""
 
 from __future__ import annotations
 
@@ -7,11 +8,10 @@ from amaranth import Array, Cat, Const, Mux
 
 RQ_USER_BITS = 62
 RC_USER_BITS = 75
-RC_SOP_BIT = 32
 MEM_READ, MEM_WRITE = 0, 1
 SIZES = (128, 256, 512, 1024, 2048, 4096)  # Max_Payload_Size and Max_Read_Request_Size, by their code
 SIZE_CODE_BITS = 3
-REQUESTER_DATA_WIDTHS = (64, 128, 256)  # engine beats the requester packs into (and unpacks from) 256-bit beats
+REQUESTER_DATA_WIDTHS = (64, 128, 256, 512)  # engine beats the requester packs into (and unpacks from) stream beats
 
 
 def size_code(size: int) -> int:
@@ -38,6 +38,11 @@ def rq_header(addr, dwords, kind: int, tag):
     """A 4-DWORD RQ descriptor: address, DWORD count and request type, tag (requester ID from the block)."""
     return Cat(Const(0, 2), field(addr[2:], 62), field(dwords, 11), Const(kind, 4), Const(0, 17),
                field(tag, 8), Const(0, 24))
+
+
+def rq_user(lay, first_be, last_be):
+    """RQ's tuser with a request's first and last byte enables in their places (`lay`: a StreamLayout)."""
+    return Cat(first_be, Const(0, lay.rq_last_be - 4), last_be)
 
 
 def lanes_mask(count, lanes: int = 8):

@@ -1,17 +1,21 @@
 """PcieWriteSender: the engine's write bursts (its AXI4 AW, W and B channels, as a slave) as memory write requests
-on the UltraScale+ PCIe block's RQ stream (256 bits, DWORD-aligned, no straddling), a 256-bit beat a cycle.
+on the UltraScale+ PCIe block's RQ stream (256 or 512 bits, DWORD-aligned, no straddling), a beat a cycle.
 
 - A burst is sent from its first enabled byte to its last (the engine's strobes are one contiguous range), cut
   at every multiple of the payload size (so none is larger and none crosses 4 KiB). `max_payload` is the
   Max_Payload_Size code the host set, capped at `max_payload_bytes` and sampled while no burst is being cut.
 - Each request goes out as soon as all its data is gathered (the burst's last one waits for its last beat,
-  whose strobes end it), its header beat carrying its first four DWORDs, then eight DWORDs a beat.
+  whose strobes end it), its header beat carrying its first four (at 512 bits twelve) DWORDs, then a whole beat
+  of DWORDs a beat. tuser carries the first and last byte enables (rtl/pcie_streams.py has their places); the
+  requester adds the 512-bit stream's packet marks. With `straddle` (512 bits only) the requests leave as 256-bit
+  halves, two a cycle, a request starting at either half (rtl/pcie_write_halves.py), instead of on `rq`.
 - Two gather buffers: the next burst's address and data are taken while the previous burst's requests are
   still going out, so bursts follow each other on RQ without a gap. A burst's response is OKAY once its last
   request is on the stream (PCIe writes are posted and stay in order); responses come in burst order.
 
-The buffers hold 256-bit rows of DWORDs counted from the burst's address rounded down to 32 bytes: an engine
-beat fills its lanes of a row, and an RQ beat takes any eight consecutive DWORDs from two rows.
+The buffers hold rows as wide as the stream, of DWORDs counted from the burst's address rounded down to a
+row: an engine beat fills its lanes of a row, and an RQ beat takes a row's worth of consecutive DWORDs from two
+rows.
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ from amaranth.lib.wiring import In, Out
 
 from driver.abi import Resp
 from rtl.axi import axi_channels
-from rtl.pcie_completer import DWORDS, WIDTH, axis_signature
-from rtl.pcie_requests import (MEM_WRITE, REQUESTER_DATA_WIDTHS, RQ_USER_BITS, SIZE_CODE_BITS, SIZES, capped,
-                               lanes_mask, rq_header, size_of)
+from rtl.pcie_completer import WIDTH
+from rtl.pcie_requests import (MEM_WRITE, REQUESTER_DATA_WIDTHS, SIZE_CODE_BITS, SIZES, capped, lanes_mask,
+                               rq_header, rq_user, size_of)
+from rtl.pcie_streams import axis_signature, layout
+from rtl.pcie_write_halves import Gather, half_signature, send_halves
 
 HALVES = 2  # gather buffers
 
@@ -46,9 +52,15 @@ def _highest(nibbles: list) -> Signal:
 
 
 class PcieWriteSender(wiring.Component):
-    def __init__(self, *, data_width: int, id_width: int, max_burst_beats: int, max_payload_bytes: int = 1024):
-        if data_width not in REQUESTER_DATA_WIDTHS:
-            raise ValueError(f"data_width must be one of {REQUESTER_DATA_WIDTHS}, not {data_width}")
+    def __init__(self, *, data_width: int, id_width: int, max_burst_beats: int, max_payload_bytes: int = 1024,
+                 width: int = WIDTH, straddle: bool = False):
+        self.layout = lay = layout(width)
+        if straddle and width != 512:
+            raise ValueError(f"RQ straddling is a 512-bit interface's, not a {width}-bit one's")
+        self.straddle = straddle
+        if data_width not in REQUESTER_DATA_WIDTHS or data_width > width:
+            raise ValueError(f"data_width must be one of {REQUESTER_DATA_WIDTHS} and at most the stream's {width} "
+                             f"bits, not {data_width}")
         if max_payload_bytes not in SIZES:
             raise ValueError(f"max_payload_bytes must be a PCIe payload size (128..4096), not {max_payload_bytes}")
         if not 1 <= max_burst_beats <= 256 or max_burst_beats * data_width // 8 > 4096:
@@ -56,26 +68,28 @@ class PcieWriteSender(wiring.Component):
                              f"beats of {data_width} bits")
         self.data_width, self.id_width, self.max_burst_beats = data_width, id_width, max_burst_beats
         self.max_payload_bytes = max_payload_bytes
+        out = ({"h0": Out(half_signature()), "h1": Out(half_signature()), "take": In(2), "in_tlp": Out(1)}
+               if straddle else {"rq": Out(axis_signature(width, lay.rq_user_bits))})
         super().__init__({
             "axi": In(axi_channels(64, data_width, id_width, "aw", "w", "b")),
-            "rq": Out(axis_signature(WIDTH, RQ_USER_BITS)),
+            **out,
             "max_payload": In(SIZE_CODE_BITS),
         })
 
     def elaborate(self, platform):
         m = Module()
-        axi, rq = self.axi, self.rq
+        axi, lay = self.axi, self.layout
+        dwords, lb, width = lay.dwords, (lay.dwords - 1).bit_length(), lay.width
         db = self.data_width // 8
         per_beat = db // 4  # DWORDs an engine beat carries
         lg = (db - 1).bit_length()
         beats = self.max_burst_beats
-        rows = 1 << max(1, (-(-(DWORDS - per_beat + beats * per_beat) // DWORDS) - 1).bit_length())
+        rows = 1 << max(1, (-(-(dwords - per_beat + beats * per_beat) // dwords) - 1).bit_length())
         rb = (rows - 1).bit_length()
-        pos_shape = range(DWORDS * rows + 1)  # a DWORD's place in its buffer
+        pos_shape = range(dwords * rows + 1)  # a DWORD's place in its buffer
 
-        m.submodules.buf = buf = Memory(shape=WIDTH, depth=HALVES * rows, init=[])
+        m.submodules.buf = buf = Memory(shape=width, depth=HALVES * rows, init=[])
         buf_w = buf.write_port(granularity=32)
-        row_a, row_b = buf.read_port(domain="comb"), buf.read_port(domain="comb")
 
         # --- per gather buffer: the burst it holds -------------------------------------------------------------
         def per_half(shape, name):
@@ -92,7 +106,7 @@ class PcieWriteSender(wiring.Component):
 
         def lane0(a):
             """The DWORD lane of a burst's first beat in its first row."""
-            return Cat(Const(0, lg - 2), a[lg:5])
+            return Cat(Const(0, lg - 2), a[lg:2 + lb])
 
         # --- AW, W and B ---------------------------------------------------------------------------------------
         m.d.comb += axi.awready.eq(~busy[aw_at])
@@ -106,9 +120,9 @@ class PcieWriteSender(wiring.Component):
         m.d.comb += [k.eq(count[w_at]), at.eq(lane0(addr[w_at]) + k * per_beat)]
         nibbles = [axi.wstrb[4 * i:4 * i + 4] for i in range(per_beat)]
         lo, hi = _lowest(nibbles), _highest(nibbles)
-        m.d.comb += [buf_w.addr.eq(Cat(at[3:3 + rb], w_at)), buf_w.data.eq(Cat([axi.wdata] * (DWORDS // per_beat)))]
+        m.d.comb += [buf_w.addr.eq(Cat(at[lb:lb + rb], w_at)), buf_w.data.eq(Cat([axi.wdata] * (dwords // per_beat)))]
         with m.If(axi.wvalid & axi.wready):
-            m.d.comb += buf_w.en.eq(Const((1 << per_beat) - 1, DWORDS) << at[:3])
+            m.d.comb += buf_w.en.eq(Const((1 << per_beat) - 1, dwords) << at[:lb])
             m.d.sync += [count[w_at].eq(k + 1), end_dw[w_at].eq(at + hi),
                          end_be[w_at].eq(axi.wstrb.word_select(hi, 4))]
             with m.If(k == 0):
@@ -123,6 +137,14 @@ class PcieWriteSender(wiring.Component):
         # --- the sender: the burst in buffer s_at, a request at a time -----------------------------------------
         mps_code = Signal(SIZE_CODE_BITS)
         mps_dwords = size_of(mps_code, self.max_payload_bytes, 4)
+        sample_mps = [mps_code.eq(capped(self.max_payload, self.max_payload_bytes))]
+        if self.straddle:
+            gather = Gather(buf, lb, rb, pos_shape, busy, full, sent, addr, count, first_dw, end_dw, first_be, end_be,
+                            s_at, lane0, per_beat)
+            send_halves(m, gather, mps_dwords, self.h0, self.h1, self.take, self.in_tlp, sample_mps)
+            return m
+        rq = self.rq
+        row_a, row_b = buf.read_port(domain="comb"), buf.read_port(domain="comb")
         mid = Signal()  # the burst's first request is out, its last not yet
         dw = Signal(pos_shape)  # the next DWORD to send (while mid)
         in_tlp = Signal()  # a request's data beats are going out
@@ -132,12 +154,12 @@ class PcieWriteSender(wiring.Component):
         s = s_at
         cur = Signal(pos_shape, name="cur_dw")
         m.d.comb += cur.eq(Mux(mid, dw, first_dw[s]))
-        m.d.comb += [row_a.addr.eq(Cat(cur[3:3 + rb], s)), row_b.addr.eq(Cat((cur[3:3 + rb] + 1)[:rb], s))]
-        window = Signal(WIDTH)
-        m.d.comb += window.eq((Cat(row_a.data, row_b.data) >> (cur[:3] * 32))[:WIDTH])
+        m.d.comb += [row_a.addr.eq(Cat(cur[lb:lb + rb], s)), row_b.addr.eq(Cat((cur[lb:lb + rb] + 1)[:rb], s))]
+        window = Signal(width)
+        m.d.comb += window.eq((Cat(row_a.data, row_b.data) >> (cur[:lb] * 32))[:width])
 
         tlp_addr = Signal(64)
-        m.d.comb += tlp_addr.eq((addr[s] & ~Const(31, 64)) + (cur << 2))
+        m.d.comb += tlp_addr.eq((addr[s] & ~Const(width // 8 - 1, 64)) + (cur << 2))
         room, left, n = Signal(range(1024 + 1)), Signal(pos_shape), Signal(range(1024 + 1))
         last = Signal()  # the request is the burst's last
         m.d.comb += [room.eq(mps_dwords - (tlp_addr[2:12] & (mps_dwords - 1))),
@@ -150,31 +172,32 @@ class PcieWriteSender(wiring.Component):
 
         fbe = Mux(~mid, first_be[s], 0xF) & Mux((n == 1) & last, end_be[s], 0xF)
         lbe = Mux(n == 1, 0, Mux(last, end_be[s], 0xF))
-        head_data = Mux(n > 4, 4, n)
+        head_data = Mux(n > dwords - 4, dwords - 4, n)  # the header beat's DWORDs of data
         fire = rq.tvalid & rq.tready
 
         def finish():
             m.d.sync += [sent[s].eq(1), s_at.eq(~s_at), mid.eq(0)]
 
         with m.If(in_tlp):
-            step = Mux(tlp_left > DWORDS, DWORDS, tlp_left)
-            m.d.comb += [rq.tvalid.eq(1), rq.tdata.eq(window), rq.tkeep.eq(lanes_mask(tlp_left)),
-                         rq.tuser.eq(tlp_be), rq.tlast.eq(tlp_left <= DWORDS)]
+            step = Mux(tlp_left > dwords, dwords, tlp_left)
+            m.d.comb += [rq.tvalid.eq(1), rq.tdata.eq(window), rq.tkeep.eq(lanes_mask(tlp_left, dwords)),
+                         rq.tuser.eq(rq_user(lay, tlp_be[:4], tlp_be[4:])), rq.tlast.eq(tlp_left <= dwords)]
             with m.If(fire):
                 m.d.sync += [dw.eq(dw + step), tlp_left.eq(tlp_left - step)]
-                with m.If(tlp_left <= DWORDS):
+                with m.If(tlp_left <= dwords):
                     m.d.sync += in_tlp.eq(0)
                     with m.If(tlp_last):
                         finish()
         with m.Else():
             m.d.comb += [rq.tvalid.eq(header_ready), rq.tdata.eq(Cat(rq_header(tlp_addr, n, MEM_WRITE, Const(0, 8)),
-                                                                     window[:WIDTH // 2])),
-                         rq.tkeep.eq(lanes_mask(4 + head_data)), rq.tuser.eq(Cat(fbe, lbe)), rq.tlast.eq(n <= 4)]
+                                                                     window[:width - 128])),
+                         rq.tkeep.eq(lanes_mask(4 + head_data, dwords)), rq.tuser.eq(rq_user(lay, fbe, lbe)),
+                         rq.tlast.eq(n <= dwords - 4)]
             with m.If(fire):
                 m.d.sync += [dw.eq(cur + head_data), tlp_left.eq(n - head_data), mid.eq(1),
-                             tlp_be.eq(Cat(fbe, lbe)), tlp_last.eq(last), in_tlp.eq(n > 4)]
-                with m.If((n <= 4) & last):
+                             tlp_be.eq(Cat(fbe, lbe)), tlp_last.eq(last), in_tlp.eq(n > dwords - 4)]
+                with m.If((n <= dwords - 4) & last):
                     finish()
             with m.Elif(~mid):  # no burst is being cut: the host's size is taken now
-                m.d.sync += mps_code.eq(capped(self.max_payload, self.max_payload_bytes))
+                m.d.sync += sample_mps
         return m

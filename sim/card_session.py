@@ -34,10 +34,14 @@ TIMEOUT = dict(timeout=200, timeout_unit="us")  # a completion that never comes 
 
 class Card:
     """The card's top (`dut`) inside cocotbext-pcie's model of the UltraScale+ block (`block`, a class like
-    UltraScalePlusPcieDevice) at a link the 256-bit interface offers, behind one root port of a root complex."""
+    UltraScalePlusPcieDevice) at a link its interface width offers (by default Gen3 x8 for a 256-bit card, Gen3
+    x16 for a 512-bit one), behind one root port of a root complex."""
 
-    def __init__(self, dut, generation: int = 3, lanes: int = 8, user_clk_mhz: float = 250.0,
+    def __init__(self, dut, generation: int = 3, lanes: int | None = None, user_clk_mhz: float = 250.0,
                  block=UltraScalePlusPcieDevice, max_payload_bytes: int = MAX_PAYLOAD_BYTES):
+        self.width = len(dut.rq__tdata)
+        if lanes is None:
+            lanes = 16 if self.width == 512 else 8
         self.rc = RootComplex()
         # the host's Max Payload Size (a code: 128 << code bytes), which enumeration sets in the card's Device
         # Control, the card supporting as much
@@ -45,7 +49,8 @@ class Card:
         self.dev = block(
             pcie_generation=generation, pcie_link_width=lanes, user_clk_frequency=user_clk_mhz * 1e6,
             alignment="dword", max_payload_size=max_payload_bytes,
-            cq_straddle=False, cc_straddle=False, rq_straddle=False, rc_straddle=False,
+            # the 512-bit card straddles its requests (two a beat); it takes completions one a beat
+            cq_straddle=False, cc_straddle=False, rq_straddle=self.width == 512, rc_straddle=False,
             enable_extended_tag=True, user_clk=dut.clk, user_reset=dut.rst,
             cq_bus=AxiStreamBus.from_prefix(dut, "cq_"), cc_bus=AxiStreamBus.from_prefix(dut, "cc_"),
             rq_bus=AxiStreamBus.from_prefix(dut, "rq_"), rc_bus=AxiStreamBus.from_prefix(dut, "rc_"),

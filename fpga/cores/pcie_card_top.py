@@ -18,9 +18,10 @@ from amaranth.lib.wiring import In, Out
 from fpga.boards.spec import PcieBoard
 from fpga.cores.pcie4_ip import IP_MODULE
 from rtl.params import EngineParams
-from rtl.pcie_completer import CC_USER_BITS, CQ_USER_BITS, WIDTH, PcieCompleter, WindowPort, axis_signature
-from rtl.pcie_requester import COMPLETION_TIMEOUT_CYCLES, RC_USER_BITS, RQ_USER_BITS, SIZE_CODE_BITS, PcieRequester
+from rtl.pcie_completer import WIDTH, PcieCompleter, WindowPort
+from rtl.pcie_requester import COMPLETION_TIMEOUT_CYCLES, SIZE_CODE_BITS, PcieRequester
 from rtl.pcie_requests import REQUESTER_DATA_WIDTHS
+from rtl.pcie_streams import axis_signature, layout
 
 USER_CLOCK_MHZ = 250.0  # the block's user clock at Gen3 x8 with a 256-bit interface
 HEARTBEAT_BIT = 28  # LED 0 toggles every 2**28 system-clock cycles: about 1 Hz at 300 MHz
@@ -36,16 +37,24 @@ SMALL_CARD_READS_OUTSTANDING = 32  # the 64- and 128-bit cards, which move far l
 
 
 def card_params(**given) -> EngineParams:
-    """The card's engine: 256-bit by default (`data_width=64`: a 64-bit engine sized like the board's), 512-byte
-    bursts, 128 reads in flight (32 at the narrower widths); any EngineParams field in `given` overrides."""
+    """The card's engine: 256-bit by default (`data_width=64`: a 64-bit engine sized like the board's; 512: the
+    engine of the 512-bit card, for Gen3 x16 and Gen4 x8), 512-byte bursts, 128 reads in flight (32 at the
+    narrower widths), 32 KiB of buffer (64 KiB at 512 bits); any EngineParams field in `given` overrides."""
     width = given.get("data_width", CARD_DATA_WIDTH)
     if width not in REQUESTER_DATA_WIDTHS:
         raise ValueError(f"the card's PCIe requester packs {', '.join(map(str, REQUESTER_DATA_WIDTHS))}-bit engine "
-                         f"beats into the block's {WIDTH}-bit beats, not {width}-bit ones")
-    reads = CARD_READS_OUTSTANDING if width == CARD_DATA_WIDTH else SMALL_CARD_READS_OUTSTANDING
+                         f"beats into the block's 256- or 512-bit beats, not {width}-bit ones")
+    reads = CARD_READS_OUTSTANDING if width >= CARD_DATA_WIDTH else SMALL_CARD_READS_OUTSTANDING
+    buffer = {64: 8192, 512: 65536}.get(width, 32768)
     defaults = dict(data_width=width, reads_outstanding=reads,
-                    max_burst_beats=CARD_BURST_BYTES * 8 // width, buffer_bytes=8192 if width == 64 else 32768)
+                    max_burst_beats=CARD_BURST_BYTES * 8 // width, buffer_bytes=buffer)
     return EngineParams(**{**defaults, **given})
+
+
+def interface_width(params: EngineParams) -> int:
+    """The width of the block's streams the card is built for: 512 bits for the 512-bit engine (Gen3 x16, Gen4
+    x8; its RQ straddled, two requests a beat), else 256 (the requester packs narrower engine beats into them)."""
+    return 512 if params.data_width == 512 else WIDTH
 
 
 def bar0_bytes(params: EngineParams) -> int:
@@ -61,11 +70,13 @@ class PcieCard(wiring.Component):
 
     def __init__(self, params: EngineParams, completion_timeout_cycles: int = COMPLETION_TIMEOUT_CYCLES):
         self.params, self.completion_timeout_cycles = params, completion_timeout_cycles
+        self.width = width = interface_width(params)
+        lay = layout(width)
         super().__init__({
-            "cq": In(axis_signature(WIDTH, CQ_USER_BITS)),
-            "cc": Out(axis_signature(WIDTH, CC_USER_BITS)),
-            "rq": Out(axis_signature(WIDTH, RQ_USER_BITS)),
-            "rc": In(axis_signature(WIDTH, RC_USER_BITS)),
+            "cq": In(axis_signature(width, lay.cq_user_bits)),
+            "cc": Out(axis_signature(width, lay.cc_user_bits)),
+            "rq": Out(axis_signature(width, lay.rq_user_bits)),
+            "rc": In(axis_signature(width, lay.rc_user_bits)),
             "cfg_max_read_req": In(SIZE_CODE_BITS),
             "cfg_max_payload": In(SIZE_CODE_BITS),
         })
@@ -77,14 +88,17 @@ class PcieCard(wiring.Component):
         m = Module()
         from driver.abi import WINDOW_BASE
 
-        # a 256-bit engine takes window writes a CQ beat a cycle, past the register bus (rtl/pcie_completer.py)
-        direct = p.data_width == WIDTH
-        window = WindowPort(WINDOW_BASE, p.bar_bytes, p.bar_addr_width, p.window_id_width) if direct else None
-        m.submodules.completer = completer = PcieCompleter(window)
+        # an engine as wide as the streams takes window writes a CQ beat a cycle, past the register bus
+        # (rtl/pcie_completer.py)
+        direct = p.data_width == self.width
+        window = (WindowPort(WINDOW_BASE, p.bar_bytes, p.bar_addr_width, p.window_id_width, self.width)
+                  if direct else None)
+        m.submodules.completer = completer = PcieCompleter(window, self.width)
         m.submodules.engine_on_bus = core = EngineOnBus(p, ram_bytes=None, window_port=direct)
         m.submodules.requester = requester = PcieRequester(id_width=p.read_id_width, data_width=p.data_width,
                                                            max_burst_beats=p.max_burst_beats,
-                                                           completion_timeout_cycles=self.completion_timeout_cycles)
+                                                           completion_timeout_cycles=self.completion_timeout_cycles,
+                                                           width=self.width, rq_straddle=self.width == 512)
         wiring.connect(m, wiring.flipped(self.cq), completer.cq)
         wiring.connect(m, completer.cc, wiring.flipped(self.cc))
         wiring.connect(m, completer.bus, core.bus)
@@ -122,6 +136,10 @@ class CardTop(wiring.Component):
     and is held in reset while the IP's user_reset is high (PERST#, link down)."""
 
     def __init__(self, params: EngineParams, board: PcieBoard):
+        if interface_width(params) != WIDTH:
+            raise ValueError(f"the board's PCIe IP is set up for {WIDTH}-bit streams (Gen3 x8); a "
+                             f"{params.data_width}-bit engine needs the {interface_width(params)}-bit interface, "
+                             "which only the simulation has")
         self.params, self.board = params, board
         super().__init__(top_ports(board))
 

@@ -1,6 +1,7 @@
 """PcieCompleter's window path in amaranth.sim, against a bytearray model: memory writes that start in the window
 reach the AXI4 port a CQ beat a cycle, in their lanes with their byte enables; TLPs cut short, longer than their
-count, one DWORD, straddling rows; a register write after window writes reaches the bus only once they are in."""
+count, one DWORD, straddling rows; a register write after window writes reaches the bus only once they are in.
+At 256 bits (the board's streams) and 512 (the 512-bit card's: rows of 16 DWORDs, byte enables at tuser [11:8])."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from rtl.pcie_completer import PcieCompleter, ReqType, WindowPort
+from rtl.pcie_streams import WIDTHS, layout
 
 BASE, END = 0x1000, 0x1400  # the window's BAR offsets
 APERTURE = 13  # an 8 KiB BAR
@@ -17,17 +19,18 @@ GUARD = 0xA5
 
 
 def _beats(addr: int, kind: int, count: int, payload: list[int], first_be: int, last_be: int,
-           extra_keep: int = 0) -> list[tuple[int, int, int, int]]:
+           width: int = 256) -> list[tuple[int, int, int, int]]:
     """(tdata, tkeep, tlast, tuser) of one CQ request: the 4-DWORD descriptor, then `payload` (which may be shorter
     or longer than `count`, as a hostile requester sends it)."""
     header = [addr & 0xFFFFFFFC, 0, count & 0x7FF | kind << 11 | 0x1234 << 16, 7 | APERTURE << 19]
     dws = header + payload
     beats = []
-    for at in range(0, len(dws), 8):
-        row = dws[at:at + 8]
+    lay = layout(width)
+    for at in range(0, len(dws), lay.dwords):
+        row = dws[at:at + lay.dwords]
         data = sum(dw << 32 * i for i, dw in enumerate(row))
         keep = (1 << len(row)) - 1
-        beats.append([data, keep, 0, first_be | last_be << 4])
+        beats.append([data, keep, 0, first_be | last_be << lay.cq_last_be])
     beats[-1][2] = 1
     return [tuple(b) for b in beats]
 
@@ -71,10 +74,12 @@ def _requests(rng: random.Random) -> list[dict]:
     return out
 
 
+@pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("seed", [1, 2])
-def test_window_writes_land_in_their_lanes_and_the_register_write_waits(seed):
+def test_window_writes_land_in_their_lanes_and_the_register_write_waits(seed, width):
     rng = random.Random(seed)
-    dut = PcieCompleter(WindowPort(BASE, END, 13, 4))
+    dut = PcieCompleter(WindowPort(BASE, END, 13, 4, width), width)
+    row_bytes, dwords = width // 8, width // 32
     cq, win, bus = dut.cq, dut.win, dut.bus
     requests = _requests(rng)
     mem = bytearray([GUARD]) * (END - BASE)
@@ -87,7 +92,7 @@ def test_window_writes_land_in_their_lanes_and_the_register_write_waits(seed):
     async def requester(ctx):
         for r in requests:
             kind = ReqType.MEM_WRITE.value
-            beats = _beats(r["addr"], kind, r["count"], r["payload"], r["first_be"], r["last_be"])
+            beats = _beats(r["addr"], kind, r["count"], r["payload"], r["first_be"], r["last_be"], width)
             for i, (data, keep, last, user) in enumerate(beats):
                 if rng.random() < 0.2:
                     ctx.set(cq.tvalid, 0)
@@ -122,8 +127,8 @@ def test_window_writes_land_in_their_lanes_and_the_register_write_waits(seed):
                 b_due -= 1
             if wvalid and wready:
                 burst = queue[0]
-                row = burst[0] + 32 * burst[2]
-                for b in range(32):
+                row = burst[0] + row_bytes * burst[2]
+                for b in range(row_bytes):
                     if wstrb >> b & 1:
                         mem[row - BASE + b] = wdata >> 8 * b & 0xFF
                 burst[2] += 1
@@ -132,7 +137,7 @@ def test_window_writes_land_in_their_lanes_and_the_register_write_waits(seed):
                     bursts.append(tuple(queue.pop(0)))
                     b_due += 1
             if awvalid and awready:
-                assert awsize == 5 and awaddr % 32 == 0
+                assert 1 << awsize == row_bytes and awaddr % row_bytes == 0
                 queue.append([awaddr, awlen + 1, 0])
 
     async def registers(ctx):
@@ -162,14 +167,16 @@ def test_window_writes_land_in_their_lanes_and_the_register_write_waits(seed):
     assert all(in_place for _, _, in_place in seen_registers)
     assert len(bursts) == sum(1 for r in requests if not r.get("register"))
     for r, (addr, beats, came) in zip([r for r in requests if not r.get("register")], bursts):
-        lane = (r["addr"] - BASE) // 4 % 8
-        assert addr == r["addr"] & ~31 and beats == came == (lane + r["count"] - 1) // 8 + 1
+        lane = (r["addr"] - BASE) // 4 % dwords
+        assert addr == r["addr"] & -row_bytes and beats == came == (lane + r["count"] - 1) // dwords + 1
 
 
-def test_back_to_back_window_writes_take_a_cq_beat_a_cycle():
-    """Four 128-byte writes (5 CQ beats each) with the window always ready: 20 beats in about 20 cycles, where
-    the register bus took 5 cycles a DWORD (170 a write)."""
-    dut = PcieCompleter(WindowPort(BASE, END, 13, 4))
+@pytest.mark.parametrize("width", WIDTHS)
+def test_back_to_back_window_writes_take_a_cq_beat_a_cycle(width):
+    """Four 128-byte writes (5 CQ beats each at 256 bits, 3 at 512) with the window always ready: a beat a cycle,
+    where the register bus took 5 cycles a DWORD (170 a write)."""
+    dut = PcieCompleter(WindowPort(BASE, END, 13, 4, width), width)
+    per_write = -(-36 // (width // 32))
     cq, win = dut.cq, dut.win
     taken = []
 
@@ -179,7 +186,8 @@ def test_back_to_back_window_writes_take_a_cq_beat_a_cycle():
         ctx.set(win.bvalid, 0)
         cycle = 0
         for n in range(4):
-            for data, keep, last, user in _beats(BASE + 128 * n, ReqType.MEM_WRITE.value, 32, list(range(32)), 0xF, 0xF):
+            for data, keep, last, user in _beats(BASE + 128 * n, ReqType.MEM_WRITE.value, 32, list(range(32)), 0xF, 0xF,
+                                                 width):
                 ctx.set(cq.tdata, data)
                 ctx.set(cq.tkeep, keep)
                 ctx.set(cq.tlast, last)
@@ -196,4 +204,4 @@ def test_back_to_back_window_writes_take_a_cq_beat_a_cycle():
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    assert len(taken) == 20 and taken[-1] - taken[0] <= 20, taken
+    assert len(taken) == 4 * per_write and taken[-1] - taken[0] <= 4 * per_write, taken

@@ -11,7 +11,9 @@ import pytest
 GEOMETRY = dict(num_queues=2, slots=16, num_regions=8)
 
 
-def run_card(tmp_path, module: str, testcase: str, *, top=None, env: dict | None = None) -> dict:
+def run_card(tmp_path, module: str, testcase: str, *, top=None, env: dict | None = None,
+             data_width: int | None = None) -> dict:
+    """`data_width` 512: the 512-bit card, at Gen3 x16 (sim/card_session.Card's default for it)."""
     from sim.toolchain import missing
 
     reason = missing()
@@ -21,7 +23,8 @@ def run_card(tmp_path, module: str, testcase: str, *, top=None, env: dict | None
     from sim.build import build, run
     from sim.card import CARD, card_params
 
-    model = build(card_params(**GEOMETRY), top=top or CARD)
+    wide = {} if data_width is None else {"data_width": data_width}
+    model = build(card_params(**GEOMETRY, **wide), top=top or CARD)
     out = tmp_path / "result.json"
     run(model, module, tmp_path / "run", env={"ARKDMA_SIM_RESULT": str(out), **(env or {})}, testcase=testcase)
     return json.loads(out.read_text())

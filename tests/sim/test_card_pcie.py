@@ -23,3 +23,18 @@ def test_card_window_takes_descriptors_however_the_writes_are_cut(tmp_path):
     # straight into the window a CQ beat a cycle: byte enables, writes straddling slots, partial overwrites
     result = run_card(tmp_path, "sim.card_session", "card_window_writes")
     assert result == {"descriptors": 8, "bytes": 5312, "pieces": 11}
+
+
+def test_512_bit_card_first_light_at_gen3x16(tmp_path):
+    """The 512-bit card (512-bit engine and streams) behind the block model at Gen3 x16: enumeration, BAR0's
+    registers (CC completions of one beat with is_sop/is_eop), copies checked byte for byte, the bus error."""
+    result = run_card(tmp_path, "sim.card_session", "card_first_light", data_width=512)
+    assert result["identity"] == {"num_queues": 2, "slots": 16, "num_regions": 8}
+    assert result["copies"] == {"descriptors": 5, "bytes": 8266, "completion_word": 5}
+    assert result["unbacked_read"] == "BUS_ERROR"
+    assert result["long_read"].startswith("refused")
+
+
+def test_512_bit_card_window_takes_descriptors_however_the_writes_are_cut(tmp_path):
+    result = run_card(tmp_path, "sim.card_session", "card_window_writes", data_width=512)
+    assert result == {"descriptors": 8, "bytes": 5312, "pieces": 11}
