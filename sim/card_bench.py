@@ -30,7 +30,7 @@ MAX_SIMULATED_BYTES = 16 << 20  # through the PCIe model a MiB takes ~15 s of si
 
 
 def card_params(**given) -> EngineParams:
-    """The card's engine (sim/card.py): 256-bit unless `data_width` says 64 or 128."""
+    """The card's engine (sim/card.py): 256-bit unless `data_width` says 64, 128 or 512."""
     from fpga.cores.pcie_card_top import card_params as card
 
     return card(**given)
@@ -59,6 +59,14 @@ class CardBenchConfig:
             raise ValueError(f"store_bytes must be a multiple of 4 (0: whole batches), not {self.store_bytes}")
         if self.total_bytes <= 0 or self.min_descriptors < 1:
             raise ValueError("total_bytes and min_descriptors must be positive")
+        from fpga.cores.pcie_card_top import interface_width
+
+        bits = interface_width(self.params)
+        wrong = [link.name for link in self.links if link.interface_bits != bits]
+        if wrong:
+            raise ValueError(f"{', '.join(wrong)} need the {512 if bits == 256 else 256}-bit interface; the "
+                             f"{self.params.data_width}-bit engine's card has the {bits}-bit one (the 512-bit card: "
+                             "--data-width 512 with --link gen3x16 or gen4x8)")
         if self.simulated_bytes() > MAX_SIMULATED_BYTES:
             raise ValueError(
                 f"this bench would move {self.simulated_bytes():,} bytes through the PCIe model, more than the "

@@ -1,10 +1,11 @@
 """PCIe links the simulated card can be benchmarked at, and a link's payload-limited rate (one formula).
 
-The card's front end speaks the UltraScale+ block's 256-bit AXI-stream interfaces. cocotbext-pcie's model of
-that block accepts only the link speed, width and user clock combinations the hard block offers for an
-interface width, and it drives the user clock itself; at 256 bits those are the six below. Gen3 x16 and
-Gen4 x8 need the 512-bit interface; Gen4 x16 is not an UltraScale+ PCIE4 configuration at all. Plain Python:
-no simulator needed to parse a link or compute its rate.
+The card's front end speaks the UltraScale+ block's AXI-stream interfaces at 256 or 512 bits. cocotbext-pcie's
+model of that block accepts only the link speed, width and user clock combinations the hard block offers for an
+interface width, and it drives the user clock itself; at 256 bits those are the six of LINKS_256, at 512 bits
+Gen3 x16 and Gen4 x8 (LINKS_512, both at 250 MHz). Gen4 x16 is not an UltraScale+ PCIE4 configuration at all
+(it would need 512 bits at 500 MHz): the model refuses it. Plain Python: no simulator needed to parse a link or
+compute its rate.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-INTERFACE_BITS = 256
 MAX_PAYLOAD_BYTES = 128  # the host's Max Payload Size unless `--mps` sets another: the card cuts its writes to it
 
 # Per generation: transfer rate (GT/s per lane) and line-encoding efficiency.
@@ -23,14 +23,16 @@ MWR64_HEADER_BYTES = 16
 # token (which carries the sequence number) + LCRC (4). 8 bytes either way, as cocotbext-pcie's link counts.
 FRAMING_BYTES = 8
 
-# (generation, lanes) -> user clock in MHz, for the 256-bit interface (cocotbext-pcie's valid_configs).
+# (generation, lanes) -> user clock in MHz, per interface width (cocotbext-pcie's valid_configs).
 LINKS_256 = {(2, 8): 125.0, (2, 16): 250.0, (3, 4): 125.0, (3, 8): 250.0, (4, 2): 125.0, (4, 4): 250.0}
+LINKS_512 = {(3, 16): 250.0, (4, 8): 250.0}
+LINKS = {**{k: (256, mhz) for k, mhz in LINKS_256.items()}, **{k: (512, mhz) for k, mhz in LINKS_512.items()}}
 DEFAULT_LINK = "gen3x8"
 _NAME = re.compile(r"gen([1-9])x([0-9]+)")
 
 
 class LinkError(ValueError):
-    """A link name that is malformed or that the 256-bit front end cannot represent."""
+    """A link name that is malformed or that the front end cannot be simulated at."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,12 @@ class Link:
 
     @property
     def user_clk_mhz(self) -> float:
-        return LINKS_256[(self.generation, self.lanes)]
+        return LINKS[(self.generation, self.lanes)][1]
+
+    @property
+    def interface_bits(self) -> int:
+        """The width of the block's streams at this link: the card must be built for it."""
+        return LINKS[(self.generation, self.lanes)][0]
 
     @property
     def raw_gbps(self) -> float:
@@ -58,7 +65,7 @@ class Link:
         return payload_rate_gbps(self.generation, self.lanes, self.max_payload_bytes)
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "name": self.name, "interface_bits": INTERFACE_BITS,
+        return {**asdict(self), "name": self.name, "interface_bits": self.interface_bits,
                 "user_clk_mhz": self.user_clk_mhz, "raw_gbps": self.raw_gbps,
                 "payload_rate_gbps": self.payload_rate_gbps, "rate_formula": RATE_FORMULA}
 
@@ -82,21 +89,23 @@ def payload_rate_gbps(generation: int, lanes: int, max_payload_bytes: int = MAX_
     return gts * lanes * encoding / 8 * max_payload_bytes / (max_payload_bytes + header_bytes + framing_bytes)
 
 
-def known_links() -> list[str]:
-    return [f"gen{g}x{n}" for g, n in sorted(LINKS_256)]
+def known_links(bits: int | None = None) -> list[str]:
+    """The links the block model offers, at one interface width or at either."""
+    return [f"gen{g}x{n}" for (g, n), (b, _) in sorted(LINKS.items()) if bits in (None, b)]
 
 
 def parse_link(text: str) -> Link:
-    """'gen3x8' -> Link; a clear error for anything the 256-bit front end cannot be simulated at."""
+    """'gen3x8' -> Link; a clear error for anything the block model cannot run at either interface width."""
     m = _NAME.fullmatch(text.strip().lower())
     if not m:
         raise LinkError(f"a link is written genGxN, like {DEFAULT_LINK}; not {text!r}")
     gen, lanes = int(m.group(1)), int(m.group(2))
-    if (gen, lanes) not in LINKS_256:
+    if (gen, lanes) not in LINKS:
         raise LinkError(
-            f"{text.strip()!r} cannot be simulated: the card's PCIe front end is {INTERFACE_BITS}-bit, and the "
-            f"UltraScale+ block model runs a {INTERFACE_BITS}-bit interface only at {', '.join(known_links())} "
-            "(Gen3 x16 and Gen4 x8 need the 512-bit interface)")
+            f"{text.strip()!r} cannot be simulated: the UltraScale+ block model runs a 256-bit interface only at "
+            f"{', '.join(known_links(256))} and a 512-bit one at {', '.join(known_links(512))}"
+            + (" (Gen4 x16 is not an UltraScale+ PCIE4 configuration: it would need 512 bits at 500 MHz)"
+               if (gen, lanes) == (4, 16) else ""))
     return Link(gen, lanes)
 
 

@@ -44,8 +44,9 @@ def _register_bench(ssub) -> None:
         "link and size, line_rate_fraction of the link's payload-limited rate")
     card.add_argument("--card", action="store_true", help="bench the whole card through the PCIe model")
     card.add_argument("--link", type=_links, default=None, metavar="LINKS",
-                      help="comma-separated links the 256-bit front end can run at: gen2x8, gen2x16, gen3x4, "
-                           "gen3x8, gen4x2, gen4x4 (default gen3x8)")
+                      help="comma-separated links: gen2x8, gen2x16, gen3x4, gen3x8, gen4x2, gen4x4 (the 256-bit "
+                           "card; default gen3x8) or gen3x16, gen4x8 (the 512-bit card, taken when --data-width is "
+                           "not given)")
     card.add_argument("--mps", type=int, default=None, metavar="BYTES", choices=(128, 256, 512, 1024),
                       help="the host's Max Payload Size, set in the card at enumeration: 128 (default), 256, 512 or "
                            "1024; writes are cut to it and the link's payload-limited rate counts it")
@@ -160,6 +161,8 @@ def _run_card_bench(args: argparse.Namespace) -> int:
                                for link in given.get("links", CardBenchConfig().links))
     engine = {f.name: getattr(args, f.name) for f in dataclasses.fields(EngineParams)
               if getattr(args, f.name, None) is not None}
+    if "data_width" not in engine and args.link and all(link.interface_bits == 512 for link in args.link):
+        engine["data_width"] = 512  # the card built for the 512-bit interface those links run
     try:
         config = CardBenchConfig(params=card_params(**engine), **given)
     except ValueError as exc:

@@ -83,3 +83,40 @@ def test_a_max_payload_size_the_host_cannot_set_is_refused(capsys):
     with pytest.raises(SystemExit):
         main(["sim", "bench", "--card", "--json", "/tmp/never.json", "--mps", "300"])
     assert "--mps" in capsys.readouterr().err
+
+
+def test_card_bench_at_the_512_bit_links(tmp_path):
+    """--link gen3x16,gen4x8 benches the 512-bit card (taken without --data-width) at both links the block model
+    offers a 512-bit interface: the same keys, every byte checked, rates of the 512-bit links; the rows carry
+    write requests that straddle RQ beats."""
+    pytest.importorskip("cocotbext.pcie")
+    from ark_runtime.cli.main import main
+
+    out = tmp_path / "card512.json"
+    assert main(["sim", "bench", "--card", "--json", str(out), "--link", "gen3x16,gen4x8", "--sizes", "256,4096",
+                 "--total-bytes", "4096", "--round-trip-ns", "500", "--num-queues", "2", "--slots", "16",
+                 "--num-regions", "8"]) == 0
+    result = json.loads(out.read_text())
+    assert result["complete"] is True and result["verified"] is True
+    assert result["params"]["data_width"] == 512
+    for name, gen, lanes in (("gen3x16", 3, 16), ("gen4x8", 4, 8)):
+        link = result["links"][name]
+        assert (link["generation"], link["lanes"], link["interface_bits"], link["user_clk_mhz"]) == (gen, lanes, 512,
+                                                                                                      250.0)
+        assert link["payload_rate_gbps"] == pytest.approx(13.2664, rel=1e-4)
+    assert [(r["link"], r["bytes"]) for r in result["rows"]] == [("gen3x16", 256), ("gen3x16", 4096),
+                                                                  ("gen4x8", 256), ("gen4x8", 4096)]
+    for row in result["rows"]:
+        assert ROW_KEYS <= row.keys() and row["verified"] is True
+        assert 0 < row["line_rate_fraction"] < 1 and 500 <= row["read_round_trip_ns"] < row["latency_ns"]
+
+
+def test_a_link_the_cards_interface_cannot_run_is_refused(capsys):
+    from ark_runtime.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["sim", "bench", "--card", "--json", "/tmp/never.json", "--link", "gen4x16"])
+    assert "500 MHz" in capsys.readouterr().err
+    # one card per run: gen3x8 runs the 256-bit interface, gen3x16 the 512-bit one
+    assert main(["sim", "bench", "--card", "--json", "/tmp/never.json", "--link", "gen3x8,gen3x16"]) != 0
+    assert "need the 512-bit interface" in capsys.readouterr().err

@@ -1,5 +1,5 @@
 """`arkdma sim bench --card` refuses what it cannot honestly run, before any build or simulation: links the
-256-bit front end cannot be, bad sizes and times, options of the other bench, an engine the requester does
+block model does not offer at 256 or 512 bits, a link the card's interface width cannot run, bad sizes and times, options of the other bench, an engine the requester does
 not serve, runs too large to finish."""
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ def no_simulation(monkeypatch):
 
 
 @pytest.mark.parametrize("link, says", [
-    ("gen3x16", "512-bit"), ("gen4x16", "cannot be simulated"), ("gen4x8", "cannot be simulated"),
-    ("gen5x4", "cannot be simulated"), ("pcie3", "genGxN"), ("gen3x8,gen3x8", "twice"), ("gen3x8;ls", "genGxN"),
+    ("gen4x16", "500 MHz"), ("gen3x2", "cannot be simulated"), ("gen5x4", "cannot be simulated"), ("pcie3", "genGxN"), ("gen3x8,gen3x8", "twice"), ("gen3x8;ls", "genGxN"),
     (",", "one or more"),
 ])
 def test_unknown_or_unsimulatable_links_are_usage_errors(link, says, capsys, no_simulation):
@@ -51,7 +50,9 @@ def _needs_toolchain():
 @pytest.mark.parametrize("argv, says", [
     (["--sizes", "1048576", "--min-descriptors", "64"], "would move"),
     (["--total-bytes", str(1 << 30)], "would move"),
-    (["--data-width", "512"], "not 512-bit"),
+    (["--data-width", "512"], "need the 256-bit interface"),
+    (["--link", "gen3x16", "--data-width", "256"], "need the 512-bit interface"),
+    (["--data-width", "96"], "not 96-bit"),
     (["--slots", "3"], "slots"),
     (["--clock-mhz", "100"], "link's user clock"),
     (["--store-bytes", "6"], "store_bytes"),
