@@ -199,8 +199,9 @@ static_assert(PUBLISH_EVERY < RING, "the ring's pace moves at published iteratio
  * Why not the plain way (a fence, an add whose count every CTA reads back, and the host told every iteration): the
  * last CTA to arrive starts its next iteration late and so tends to be last again, the CTAs' fences wait for their
  * tiles' stores, and each CTA waits an L2 round trip for its count. On an H100 chain64 took 7.6 us an iteration with
- * a 5.0 us tile that way, 5.5 with a 4.7 us tile reading back every count, and 4.8 with a 4.4 us tile reading back
- * only the published ones. */
+ * a 5.0 us tile that way, 5.5 with a 4.7 us tile reading back every count, and 4.6 with a 4.3 us tile reading back
+ * only the published ones. Inlined: out of line (__noinline__) tasks1000 took 1.82 against 1.88 us an edge and
+ * chain64 4.55 against 4.6, but block-s128 44.5 against 43.3 and mlp-b8 100.1 against 99.1 (one H100, two sessions). */
 __device__ __forceinline__ void arrive(const Program& p, unsigned long long it, unsigned long long go) {
   p.done_ns[(it % RING) * gridDim.x + blockIdx.x] = arkdma::now_ns();
   unsigned long long* slot = p.finished + it % RING;

@@ -10,6 +10,8 @@ out = {}
 for name in names:
     m = models.named(name)
     kw = dict(sms=2, placement="round-robin", fuse_chains=False) if name.startswith("tasks") else {}
+    if name.startswith("copy"):
+        kw = dict(copy_path="sm")
     inputs = _inputs(torch, m)
     meds = []
     tiles = []
@@ -21,6 +23,8 @@ for name in names:
             meds.append(float(np.median(g)))
         p = rt.profile()
         tiles = [o.mean_tile_us for o in p.ops]
+        if name.startswith("copy"):
+            tiles = [r.time_us for r in rt.report()]
     scale = 999 if name.startswith("tasks") else 1
     out[name] = meds
     print(f"{label:10s} {name:12s} med {' '.join(f'{v/scale:.3f}' for v in meds)}  tile {' '.join(f'{t:.3f}' for t in tiles[:3])}", flush=True)
