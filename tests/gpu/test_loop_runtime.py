@@ -238,8 +238,9 @@ def test_named_models_match_the_reference(gpu, name):
 def test_activation_chains_at_every_place_a_thread_holds(gpu, dtype):
     """A fused chain computes GELU's and SiLU's reciprocal on the SFU for some of the elements a thread holds and
     with rcp_fma (numeric.cuh) for the rest. Tiles of 2,048 elements and more fill every place; the inputs span the
-    exponent's range and run past rcp_fma's clamp (1 + 2^y is inf from |x| of about 88 on), shuffled so every kind
-    lands on every place; each element against float64, relative to its own size (floor 1)."""
+    exponent's range and run past rcp_fma's clamp (1 + 2^y is inf for GELU from x of about 10 on, for SiLU below
+    -88.7), shuffled so every kind lands on every place; each element against float64, relative to its own size
+    (floor 1)."""
     from ark_runtime.runtime import Runtime
 
     m = Model(f"activations-{dtype}")

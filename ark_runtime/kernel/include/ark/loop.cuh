@@ -6,9 +6,8 @@
  * last CTA to finish an iteration the host must hear of (the last one asked for, and every PUBLISH_EVERY-th) publishes
  * it (`done = i + 1`: arrive()). CTAs are not held in step: one may run up to RING iterations ahead of the last
  * iteration published, because iteration i's arrivals are counted in slot i % RING (the bound keeps two iterations
- * from sharing a slot). A counter only
- * grows: a tile's counter reads i + 1 once the tile ran in iteration i, so a wait is "counter >= i + delta" and
- * nothing is ever reset.
+ * from sharing a slot). A counter only grows: a tile's counter reads i + 1 once the tile ran in iteration i, so a
+ * wait is "counter >= i + delta" and nothing is ever reset.
  *
  * Host memory is read by one thread at a time, not polled by every CTA (132 pollers flood PCIe and slow every
  * transfer to the host): CTA 0 forwards the host's go and stop into GPU words (`finished[RING + 1]`,
