@@ -211,21 +211,40 @@ K_SPLITS = (8, 4, 2)  # parts a matmul's K may be cut into (split_k.py), most fi
 MIN_PART_K = 1024
 
 
+# A skinny matmul's widest tiles (gemv.cuh): a split part takes these. Narrower tiles read shorter pieces of each
+# row of B and stream slower on an H100: mlp-b1's down projection in 32-column tiles took 38.6-46.3 us a tile (44.2
+# mean) against 41.2-43.2 (42.0) for its up projection's 128-column tiles, the same 1 MiB of weights each
+# (bench/results/h100/experiments/sm_spread/).
+SKINNY_PART_COLS = SKINNY_WIDTHS[0]
+
+
 def k_splits(m: int, n: int, k: int, dtype: str, num_sms: int, wgmma: bool = True) -> int:
-    """Parts to cut a matmul's K into (1: none). Only where the wgmma tile runs and its tiles fill at most half the
-    SMs: then the most parts whose tiles still fit on the SMs at once, each a whole number of 64-wide slices and at
-    least MIN_PART_K long. (Each part's sums go to fp32 memory and a sum op adds them: worth it only where SMs would
-    otherwise sit idle through a long K.)"""
-    block = sm90_matmul_block(m, n, k, dtype, num_sms, wgmma)
+    """Parts to cut a matmul's K into (1: none). Where the wgmma tile runs and its tiles fill at most half the SMs,
+    or where a skinny matmul (gemv.cuh) would take tiles narrower than SKINNY_PART_COLS: then the most parts whose
+    tiles (SKINNY_PART_COLS wide for a skinny one, and then enough parts that a tile reads no more of B than the
+    narrow tile would) still fit on the SMs at once, each a whole number of 64-wide slices and at least MIN_PART_K
+    long. (Each part's sums go to fp32 memory and a sum op adds them: worth it only
+    where SMs would otherwise sit idle, or read narrow tiles, through a long K.)"""
+    block, least = sm90_matmul_block(m, n, k, dtype, num_sms, wgmma), 2
     if block is None:
-        return 1
+        width = skinny_cols(n, num_sms)
+        if not skinny(m) or width >= SKINNY_PART_COLS:
+            return 1
+        block = (m, SKINNY_PART_COLS)
+        least = -(-min(n, SKINNY_PART_COLS) // width)  # a part's tile reads no more of B than the unsplit tile
     tiles = -(-m // block[0]) * -(-n // block[1])
     if 2 * tiles > num_sms:
         return 1
     for s in K_SPLITS:
-        if tiles * s <= num_sms and k % (s * SM90_BK) == 0 and k // s >= MIN_PART_K:
+        if s >= least and tiles * s <= num_sms and k % (s * SM90_BK) == 0 and k // s >= MIN_PART_K:
             return s
     return 1
+
+
+def split_block(m: int, n: int, kp: int, dtype: str, num_sms: int, wgmma: bool = True) -> tuple[int, int]:
+    """The output block of a split-K part's tiles (K = kp each): the wgmma tile's, or a skinny matmul's
+    SKINNY_PART_COLS columns for all its rows (gemv.cuh)."""
+    return sm90_matmul_block(m, n, kp, dtype, num_sms, wgmma) or (m, SKINNY_PART_COLS)
 
 
 def block_order(m: int, n: int, bm: int, bn: int, num_sms: int) -> list[tuple[int, int, int, int]]:
@@ -269,7 +288,7 @@ def op_tiles(model: Model, op: Op, first_id: int, num_sms: int, sm_copy: bool = 
         a, b = ins[:2]
         parts = op.attr("k_splits")
         m, n, kp = a.rows, b.cols, a.cols // parts
-        bm, bn = sm90_matmul_block(m, n, kp, a.dtype, num_sms, True)
+        bm, bn = split_block(m, n, kp, a.dtype, num_sms, wgmma)
         for s in range(parts):
             k0, k1 = s * kp, (s + 1) * kp
             for r0, r1 in _chunks(m, bm):

@@ -16,8 +16,8 @@ from driver.gpu.tensor_maps import TENSOR_MAP_BYTES
 from ark_runtime.model import DTYPE_BYTES, Model, ModelError, Op, Tensor
 from ark_runtime.kernel.records import layout_checks
 from ark_runtime.plan import Plan
-from ark_runtime.tiling import (OFF, SM90_BK, attention_block, matmul_block, row_team, skinny, skinny_cols,
-                                sm90_matmul_block)
+from ark_runtime.tiling import (OFF, SKINNY_PART_COLS, SM90_BK, attention_block, matmul_block, row_team, skinny,
+                                skinny_cols, sm90_matmul_block)
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 HEADERS = ("numeric.cuh", "elementwise.cuh", "rows.cuh", "matmul.cuh", "matmul_sm90.cuh", "gemv.cuh", "attention.cuh",
@@ -399,35 +399,45 @@ class _Gen:
 
     def _gemv_case(self, op: Op, a: Tensor, b: Tensor, out: Tensor, x: list[str], o: str) -> str:
         """A skinny matmul (tiling.skinny): its tiles own all of A's rows and skinny_cols columns of B."""
-        ct = CTYPE[out.dtype]
-        g = GemvConfig.of(out.dtype, a.rows, skinny_cols(b.cols, self.plan.num_sms))
-        e = 16 // DTYPE_BYTES[out.dtype]
-        vec = a.cols % e == 0 and b.cols % e == 0
-        smem = g.smem(out.dtype)
+        epi = self.epilogue(op, out, [self.model.tensors[i] for i in op.inputs[2:]])
+        return self._gemv_call(op, a.dtype, a.rows, b.cols, a.cols, skinny_cols(b.cols, self.plan.num_sms), x[0],
+                               x[1], o, a.cols, epi)
+
+    def _gemv_call(self, op: Op, dtype: str, m: int, n: int, k: int, w: int, pa: str, pb: str, po: str, lda: int,
+                   epi: str = "") -> str:
+        """gemv.cuh's tile of `w` columns over K = k (A's rows lda apart), its shared memory asserted. Its rows are all
+        of A's M: r0 % M is 0 (a split part's rows in the parts start at s * M)."""
+        ct = CTYPE[dtype]
+        g = GemvConfig.of(dtype, m, w)
+        e = 16 // DTYPE_BYTES[dtype]
+        vec = k % e == 0 and n % e == 0 and lda % e == 0
+        smem = g.smem(dtype)
         self.smem = max(self.smem, smem)
         params = f"{ct}, {g.m}, {g.w}, {g.cpt}, {g.rpt}"
         self.asserts.append(f"static_assert(ark::gemv_smem<{params}, {g.stages}>() == {smem}, "
                             f"\"op {op.id}: codegen.py's GemvConfig.smem\");")
-        epi = self.epilogue(op, out, [self.model.tensors[i] for i in op.inputs[2:]])
-        return (f"ark::gemv_tile<{params}, {g.stages}, {'true' if vec else 'false'}>({x[0]}, {x[1]}, {o}, {b.cols}, "
-                f"{a.cols}, r0, c0, c1, smem{epi});")
+        return (f"ark::gemv_tile<{params}, {g.stages}, {'true' if vec else 'false'}>({pa}, {pb}, {po}, {n}, {k}, "
+                f"{lda}, r0 % {m}, c0, c1, smem{epi});")
 
     def _split_case(self, op: Op, a: Tensor, b: Tensor, out: Tensor, x: list[str], o: str) -> str:
         """One part of a split-K matmul (split_k.py): the tile's rows say which part (rows s * M .. of the fp32
-        parts); the wgmma tile over the part's K, A's rows a whole K apart."""
+        parts); the wgmma tile over the part's K, A's rows a whole K apart (or, for a skinny matmul, gemv.cuh's)."""
         ct = CTYPE[a.dtype]
         parts = op.attr("k_splits")
         m, n, k = a.rows, b.cols, a.cols
         kp = k // parts
+        part = (f"const int s = r0 / {m}; const long long k0 = (long long)s * {kp};\n"
+                f"      const {ct}* pa = {x[0]} + k0; const {ct}* pb = {x[1]} + k0 * {n}; "
+                f"float* po = {o} + (long long)s * {m * n};")
+        if sm90_matmul_block(m, n, kp, a.dtype, self.plan.num_sms, self.wgmma_ok) is None:
+            call = self._gemv_call(op, a.dtype, m, n, kp, SKINNY_PART_COLS, "pa", "pb", "po", k)
+            return f"{{\n      {part}\n      {call}\n      }}"
         bm, bn = sm90_matmul_block(m, n, kp, a.dtype, self.plan.num_sms, True)
         stages, smem = sm90_stages(bm, bn, kp), matmul_sm90_smem(bm, bn, kp)
         self.wgmma = True
         self.smem = max(self.smem, smem)
         self.asserts.append(f"static_assert(ark::matmul_sm90_smem<{bm}, {bn}, {stages}>() == {smem}, "
                             f"\"op {op.id}: codegen.py's matmul_sm90_smem\");")
-        part = (f"const int s = r0 / {m}; const long long k0 = (long long)s * {kp};\n"
-                f"      const {ct}* pa = {x[0]} + k0; const {ct}* pb = {x[1]} + k0 * {n}; "
-                f"float* po = {o} + (long long)s * {m * n};")
         if sm90_tma(parts * -(-m // bm) * -(-n // bn), self.plan.num_sms):
             call = (f"ark::matmul_tile_sm90_tma<{ct}, {bm}, {bn}, {stages}, float>({self.tensor_maps(op, a, b, bm)}, "
                     f"po, {m}, {n}, {kp}, (int)k0, r0 - s * {m}, r1 - s * {m}, c0, c1, smem);")

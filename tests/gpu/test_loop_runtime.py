@@ -222,13 +222,15 @@ def test_layernorm_of_rows_far_from_zero(gpu, dtype):
     _check(m, inputs=inputs)
 
 
-@pytest.mark.parametrize("name", ["chain64", "block-s128", "mlp-b8", "mlp-b64"])
+@pytest.mark.parametrize("name", ["chain64", "block-s128", "mlp-b1", "mlp-b8", "mlp-b64"])
 def test_named_models_match_the_reference(gpu, name):
     from ark_runtime import models
 
     m = models.named(name)
     if name == "mlp-b8":  # the same graph at a size the float64 reference computes quickly
         m = models.mlp(8, hidden=512, inner=2048)
+    elif name == "mlp-b1":  # the down projection split in K on gemv.cuh (K 4096 in 4 parts of 128 columns)
+        m = models.mlp(1, hidden=512, inner=4096)
     elif name == "block-s128":
         m = models.transformer_block(128, hidden=256, heads=4)
     _check(m)

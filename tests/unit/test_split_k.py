@@ -16,7 +16,8 @@ from ark_runtime.plan import build_plan
 from ark_runtime.reference import evaluate, run_plan
 from ark_runtime.scheduler import DeviceSpec
 from ark_runtime.split_k import split_k
-from ark_runtime.tiling import MIN_PART_K, SM90_BK, k_splits, sm90_matmul_block
+from ark_runtime.tiling import (MIN_PART_K, SKINNY_PART_COLS, SM90_BK, k_splits, skinny_cols, sm90_matmul_block,
+                                split_block)
 
 H100 = DeviceSpec(num_sms=132, wgmma=True)
 
@@ -39,7 +40,9 @@ def test_the_named_models_split_only_their_short_matmuls():
     assert max(split.values()) == 4  # the down projection: 32 tiles of K 4096
     mlp = split_k(fuse(models.mlp(64)), H100)
     assert [o.attr("k_splits") for o in mlp.ops if o.kind == "matmul"] == [None, 2]
-    for name in ("mlp-b1", "block-s512", "matmul8192"):  # skinny, or tiles enough
+    b1 = split_k(fuse(models.mlp(1)), H100)  # the down projection's 32 gemv tiles of 128 columns, K 16384
+    assert [o.attr("k_splits") for o in b1.ops if o.kind == "matmul"] == [None, 4]
+    for name in ("block-s512", "matmul8192"):  # tiles enough
         m = fuse(models.named(name))
         assert split_k(m, H100) is m
     assert split_k(fuse(models.transformer_block(128)), DeviceSpec(num_sms=132, wgmma=False)).ops == \
@@ -61,7 +64,28 @@ def test_the_split_rule(m, k, n, sms):
     assert k_splits(m, n, k, "fp32", sms) == 1 and k_splits(m, n, k, "bf16", sms, wgmma=False) == 1
 
 
-@pytest.mark.parametrize(("m", "k", "n"), [(100, 2048, 136), (17, 4096, 64), (300, 2048, 200)])
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 16), k=st.sampled_from([512, 1024, 2048, 4096, 16384, 1000, 4160]),
+       n=st.integers(1, 160).map(lambda v: 32 * v), sms=st.sampled_from([8, 32, 132]),
+       dtype=st.sampled_from(["bf16", "fp16", "fp32"]), wgmma=st.booleans())
+def test_the_split_rule_of_skinny_matmuls(m, k, n, sms, dtype, wgmma):
+    """A skinny matmul on gemv.cuh splits exactly when its tiles would be narrower than SKINNY_PART_COLS and K gives
+    parts: then SKINNY_PART_COLS-wide tiles, as many parts as fit the SMs."""
+    s = k_splits(m, n, k, dtype, sms, wgmma)
+    if sm90_matmul_block(m, n, k, dtype, sms, wgmma) is not None:
+        return  # the wgmma tile's rule, above
+    tiles, width = -(-n // SKINNY_PART_COLS), skinny_cols(n, sms)
+    fits = [p for p in (8, 4, 2) if tiles * p <= sms and k % (p * SM90_BK) == 0 and k // p >= MIN_PART_K
+            and k // p * min(n, SKINNY_PART_COLS) <= k * width]  # a part's tile reads no more of B than before
+    if width >= SKINNY_PART_COLS or 2 * tiles > sms or not fits:
+        assert s == 1
+    else:
+        assert s == fits[0]
+        assert split_block(m, n, k // s, dtype, sms, wgmma) == (m, SKINNY_PART_COLS)
+
+
+@pytest.mark.parametrize(("m", "k", "n"), [(100, 2048, 136), (17, 4096, 64), (300, 2048, 200), (1, 4096, 512),
+                                           (3, 8192, 1000), (1, 4096, 96)])
 def test_a_split_matmul_computes_the_matmul_tile_by_tile(m, k, n):
     model = _matmul(m, k, n)
     runs = split_k(model, H100)
@@ -94,6 +118,23 @@ def test_names_survive_the_split():
     for o in runs.ops:
         if o.kind == "split_sum":
             assert runs.tensors[o.inputs[0]].dtype == "fp32" and runs.tensors[o.inputs[0]].placement == "device"
+
+
+@pytest.mark.parametrize(("dtype", "m", "n"), [("bf16", 1, 4096), ("fp16", 3, 1000), ("fp32", 1, 512)])
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_90"])
+def test_skinny_split_kernels_compile(arch, dtype, m, n):
+    """A skinny matmul's parts on gemv.cuh: fp32 sums, A's rows the whole K apart, whatever the arch."""
+    pytest.importorskip("cupy", reason="the gpu extra (CuPy, NVRTC) is not installed")
+    from ark_runtime.kernel.codegen import INCLUDE_DIR, generate
+    from driver.gpu import compile
+
+    model = _matmul(m, 16384, n, dtype)
+    runs = split_k(model, H100)
+    parts = next(o.attr("k_splits") for o in runs.ops if o.kind == "matmul")
+    src = generate(runs, build_plan(runs, H100))
+    assert f"ark::split_sum_tile<{parts}," in src.text and "float* po = " in src.text
+    assert f"(pa, pb, po, {n}, {16384 // parts}, 16384, r0 % {m}, c0, c1, smem)" in src.text
+    assert compile.cubin(src.text, arch, (f"-I{INCLUDE_DIR}",))[:4] == b"\x7fELF"
 
 
 @pytest.mark.parametrize("tma", ["1", "0"])

@@ -13,9 +13,9 @@
  * the thread's rows (2 in fp32). It keeps M x CPT sums (at most 64 registers; the generated code picks CPT).
  * At the end the lanes of a warp that hold the same columns are summed by shuffles, the warps through shared
  * memory (the slices' space, free by then), and every output is stored once.
- * VEC (K and N multiples of 16 bytes' worth of elements) copies 16 bytes at a time; else element by element,
- * as loads and stores (no cp.async) in the same pipeline. Rows of B past K, columns past c1 and A past K are
- * zero-filled, so any shape works.
+ * VEC (K, N and A's row stride multiples of 16 bytes' worth of elements) copies 16 bytes at a time; else element by
+ * element, as loads and stores (no cp.async) in the same pipeline. Rows of B past K, columns past c1 and A past K
+ * are zero-filled, so any shape works.
  */
 #ifndef ARK_GEMV_CUH
 #define ARK_GEMV_CUH
@@ -58,7 +58,7 @@ struct GemvCopy {
                 "every thread copies the same places of every slice");
   const T* a;
   const T* b;
-  int n, k, r0, c0, c1;
+  int n, k, lda, r0, c0, c1;
 
   __device__ __forceinline__ void operator()(T* s, int k0) const {
     T* sb = s;
@@ -72,12 +72,12 @@ struct GemvCopy {
         cp_async16(sb + (rb + j * BSTEP) * W + cb, in ? gb + (long long)j * BSTEP * n : b, in);
       }
       const int ma = threadIdx.x / AROW, ka = threadIdx.x % AROW * E;
-      const T* ga = a + ((long long)(r0 + ma) * k + k0 + ka);
+      const T* ga = a + ((long long)(r0 + ma) * lda + k0 + ka);
       const bool in = k0 + ka < k;
 #pragma unroll
       for (int j = 0; j < AN; ++j)
         if (ma + j * ASTEP < M)
-          cp_async16(sa + (ma + j * ASTEP) * S::KS + ka, in ? ga + (long long)j * ASTEP * k : a, in);
+          cp_async16(sa + (ma + j * ASTEP) * S::KS + ka, in ? ga + (long long)j * ASTEP * lda : a, in);
     } else {
       for (int i = threadIdx.x; i < S::b; i += GEMV_THREADS) {
         const int r = i / W, c = i % W;
@@ -85,7 +85,7 @@ struct GemvCopy {
       }
       for (int i = threadIdx.x; i < S::a; i += GEMV_THREADS) {
         const int m = i / S::KS, kk = i % S::KS;
-        sa[i] = k0 + kk < k ? a[(long long)(r0 + m) * k + k0 + kk] : from_float<T>(0.0f);
+        sa[i] = k0 + kk < k ? a[(long long)(r0 + m) * lda + k0 + kk] : from_float<T>(0.0f);
       }
     }
   }
@@ -123,10 +123,11 @@ __device__ __forceinline__ void ld_floats(const __nv_bfloat16* p, float (&v)[C])
   }
 }
 
-/* Every thread of the CTA: the tile's M x (c1 - c0) outputs (see the top of this file). */
-template <typename T, int M, int W, int CPT, int RPT, int STAGES, bool VEC, typename Epi = NoEpi>
-__device__ void gemv_tile(const T* a, const T* b, T* out, int n, int k, int r0, int c0, int c1, unsigned char* smem,
-                          const Epi& epi = Epi()) {
+/* Every thread of the CTA: the tile's M x (c1 - c0) outputs (see the top of this file), over K = k with A's rows
+ * lda apart (a split-K part: A and B from the part's first k, `out` the part's fp32 sums). */
+template <typename T, int M, int W, int CPT, int RPT, int STAGES, bool VEC, typename TO, typename Epi = NoEpi>
+__device__ void gemv_tile(const T* a, const T* b, TO* out, int n, int k, int lda, int r0, int c0, int c1,
+                          unsigned char* smem, const Epi& epi = Epi()) {
   using S = GemvShape<M, W, CPT, RPT>;
   static_assert(STAGES >= 2, "two slices at least");
   static_assert(CPT * sizeof(T) == 8 || CPT * sizeof(T) == 16, "a thread's columns are one 8- or 16-byte load");
@@ -136,7 +137,7 @@ __device__ void gemv_tile(const T* a, const T* b, T* out, int n, int k, int r0, 
   static_assert(RPT % JG == 0, "whole groups of rows");
   T* base = (T*)smem;
   const int slices = (k + S::KS - 1) / S::KS;
-  const GemvCopy<T, M, W, CPT, RPT, VEC> copy{a, b, n, k, r0, c0, c1};
+  const GemvCopy<T, M, W, CPT, RPT, VEC> copy{a, b, n, k, lda, r0, c0, c1};
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < slices) copy(base + s * S::both, s * S::KS);
