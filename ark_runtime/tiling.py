@@ -157,10 +157,11 @@ def skinny(m: int) -> bool:
 
 
 def skinny_cols(n: int, num_sms: int) -> int:
-    """The columns of a skinny matmul's tile, which owns them for all rows and all of K (no split of K: a tile
-    writes its outputs once). Of SKINNY_WIDTHS, the one whose tiles fill the SMs' waves best (tiles / (waves x
-    SMs)), the widest of equals, as fewer tiles cost fewer fills of the pipeline and reductions: N = 16384 on
-    132 SMs gives 128 tiles of 128 columns, N = 4096 128 tiles of 32. Below 32 x num_sms columns some SMs idle."""
+    """The columns of a skinny matmul's tile, which owns them for all rows and all of K (unless k_splits cuts K
+    where this is narrower than SKINNY_PART_COLS). Of SKINNY_WIDTHS, the one whose tiles fill the SMs' waves best
+    (tiles / (waves x SMs)), the widest of equals, as fewer tiles cost fewer fills of the pipeline and reductions:
+    N = 16384 on 132 SMs gives 128 tiles of 128 columns, N = 4096 128 tiles of 32. Below 32 x num_sms columns some
+    SMs idle."""
     def fill(w: int) -> Fraction:
         tiles = -(-n // w)
         return Fraction(tiles, -(-tiles // num_sms) * num_sms)
