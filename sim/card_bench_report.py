@@ -31,12 +31,12 @@ def _num(x, spec: str = "g") -> str:
 def links_table(result: dict):
     from rich.table import Table
 
-    t = Table(title="links simulated (256-bit UltraScale+ interface, cocotbext-pcie block model)")
-    for col in ("link", "user clock MHz", "encoded GB/s", "payload-limited GB/s", "max payload B"):
+    t = Table(title="links simulated (UltraScale+ interface, cocotbext-pcie block model)")
+    for col in ("link", "interface bits", "user clock MHz", "encoded GB/s", "payload-limited GB/s", "max payload B"):
         t.add_column(col, justify="right")
     for name, link in result["links"].items():
-        t.add_row(name, f"{link['user_clk_mhz']:g}", f"{link['raw_gbps']:.3f}", f"{link['payload_rate_gbps']:.3f}",
-                  str(link["max_payload_bytes"]))
+        t.add_row(name, str(link["interface_bits"]), f"{link['user_clk_mhz']:g}", f"{link['raw_gbps']:.3f}",
+                  f"{link['payload_rate_gbps']:.3f}", str(link["max_payload_bytes"]))
     return t
 
 

@@ -33,19 +33,24 @@ CARD_DATA_WIDTH = 256  # the block's interface: the requester moves a whole beat
 # (one every ~12 cycles over a ~450-cycle round trip) and 64-byte ones near the link's pace
 CARD_BURST_BYTES = 512
 CARD_READS_OUTSTANDING = 128
+CARD_BUFFER_BYTES = 32768  # the block's completion receive buffer: no more read data may be in flight
 SMALL_CARD_READS_OUTSTANDING = 32  # the 64- and 128-bit cards, which move far less
 
 
 def card_params(**given) -> EngineParams:
     """The card's engine: 256-bit by default (`data_width=64`: a 64-bit engine sized like the board's; 512: the
     engine of the 512-bit card, for Gen3 x16 and Gen4 x8), 512-byte bursts, 128 reads in flight (32 at the
-    narrower widths), 32 KiB of buffer (64 KiB at 512 bits); any EngineParams field in `given` overrides."""
+    narrower widths), 32 KiB of buffer (8 KiB at 64 bits); any EngineParams field in `given` overrides.
+
+    The buffer also bounds the read data in flight (a row is held from its read request to its write), and so
+    the completions the block must hold: its receive buffer for completions is 32 KiB (CPLD credits; the block
+    model drops what does not fit, and a read that loses a completion times out). So no width gets more."""
     width = given.get("data_width", CARD_DATA_WIDTH)
     if width not in REQUESTER_DATA_WIDTHS:
         raise ValueError(f"the card's PCIe requester packs {', '.join(map(str, REQUESTER_DATA_WIDTHS))}-bit engine "
                          f"beats into the block's 256- or 512-bit beats, not {width}-bit ones")
     reads = CARD_READS_OUTSTANDING if width >= CARD_DATA_WIDTH else SMALL_CARD_READS_OUTSTANDING
-    buffer = {64: 8192, 512: 65536}.get(width, 32768)
+    buffer = 8192 if width == 64 else CARD_BUFFER_BYTES
     defaults = dict(data_width=width, reads_outstanding=reads,
                     max_burst_beats=CARD_BURST_BYTES * 8 // width, buffer_bytes=buffer)
     return EngineParams(**{**defaults, **given})
