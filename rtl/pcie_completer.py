@@ -105,6 +105,7 @@ class PcieCompleter(wiring.Component):
         lay = self.layout
         dwords, lb = lay.dwords, (lay.dwords - 1).bit_length()
         d = [cq.tdata[32 * i: 32 * i + 32] for i in range(dwords)]
+        cq_last_be = cq.tuser[lay.cq_last_be:lay.cq_last_be + 4]
 
         addr = Signal(32)
         count = Signal(11)  # DWORDs of the request
@@ -153,7 +154,7 @@ class PcieCompleter(wiring.Component):
                         low_addr.eq(Cat(_lead(cq.tuser[:4])[:2], d[0][2:7])),
                         count.eq(d[2][:11]), left.eq(d[2][:11]),
                         req_id.eq(d[2][16:32]), tag.eq(d[3][:8]), tc.eq(d[3][25:28]), attr.eq(d[3][28:31]),
-                        first_be.eq(cq.tuser[:4]), last_be.eq(cq.tuser[lay.cq_last_be:lay.cq_last_be + 4]),
+                        first_be.eq(cq.tuser[:4]), last_be.eq(cq_last_be),
                         beat.eq(cq.tdata), keep.eq(cq.tkeep), last_beat.eq(cq.tlast), idx.eq(4), first_dw.eq(1),
                         status.eq(CplStatus.SC), got.eq(0), cpl_beat.eq(0),
                     ]
@@ -261,6 +262,7 @@ class PcieCompleter(wiring.Component):
         w, win, lay = self.window, self.win, self.layout
         dwords, lb = lay.dwords, (lay.dwords - 1).bit_length()
         d = [cq.tdata[32 * i: 32 * i + 32] for i in range(dwords)]
+        cq_last_be = cq.tuser[lay.cq_last_be:lay.cq_last_be + 4]
         kind, count = d[2][11:15], d[2][:11]
         to_window = Signal()
         m.d.comb += to_window.eq((kind == ReqType.MEM_WRITE) & (count != 0)
@@ -295,7 +297,7 @@ class PcieCompleter(wiring.Component):
         # this beat's strobes: payload DWORDs 0.. start at DWORD 4 of the first beat
         lane = req_addr[2:2 + lb]
         beat_left = Mux(active, left, count)
-        fbe, lbe = Mux(active, first_be, cq.tuser[:4]), Mux(active, last_be, cq.tuser[lay.cq_last_be:lay.cq_last_be + 4])
+        fbe, lbe = Mux(active, first_be, cq.tuser[:4]), Mux(active, last_be, cq_last_be)
         one = Mux(active, single, count == 1)
         strb = Signal(lay.width // 8)
         for p in range(dwords):
@@ -331,7 +333,7 @@ class PcieCompleter(wiring.Component):
                          sent.eq(done + 1)]
         with m.If(header & take):
             m.d.sync += [win.awvalid.eq(1), win.awaddr.eq(req_addr & ~(lay.width // 8 - 1)), win.awlen.eq(n_rows - 1),
-                         off.eq(new_off), rows.eq(n_rows), first_be.eq(cq.tuser[:4]), last_be.eq(cq.tuser[lay.cq_last_be:lay.cq_last_be + 4]),
+                         off.eq(new_off), rows.eq(n_rows), first_be.eq(cq.tuser[:4]), last_be.eq(cq_last_be),
                          single.eq(count == 1), active.eq(~cq.tlast)]
             with m.If(~send):
                 m.d.sync += sent.eq(0)

@@ -3,7 +3,8 @@ UltraScale+ PCIe block's RQ stream and completions from its RC stream (256 or 51
 straddling), a beat a cycle each way. At 512 bits the RQ beats also carry the packet marks the block reads there
 (is_sop, is_eop and the last DWORD's lane: rtl/pcie_streams.py); with `rq_straddle` two requests may share a beat,
 the second from lane 8 (rtl/pcie_rq_straddle.py), the writes cut into halves two a cycle
-(rtl/pcie_write_halves.py).
+(rtl/pcie_write_halves.py); with `rc_straddle` completions may share a beat too, and are realigned to one a beat
+with the descriptor beside the data (rtl/pcie_rc_realign.py), two beats per 128-byte completion instead of three.
 
 - Sizes: `max_read_req` and `max_payload` take the Max_Read_Request_Size and Max_Payload_Size the host set in
   the Device Control register, in its encoding (0: 128 bytes ... 5: 4096), as the block reports them
@@ -47,6 +48,8 @@ completion takes 5 RC beats and 5 cycles (its descriptor's beat carries the firs
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
@@ -57,6 +60,7 @@ from rtl.axi import axi_signature
 from rtl.pcie_completer import WIDTH
 from rtl.pcie_requests import (MEM_READ, RC_USER_BITS, REQUESTER_DATA_WIDTHS, RQ_USER_BITS, SIZE_CODE_BITS, SIZES,
                                capped, rq_header, rq_user, size_code, size_of)
+from rtl.pcie_rc_realign import RcRealign
 from rtl.pcie_rq_straddle import straddle
 from rtl.pcie_streams import RQ512_EOP_PTR, RQ512_IS_EOP, RQ512_IS_SOP, axis_signature, layout
 from rtl.pcie_write_sender import PcieWriteSender
@@ -83,11 +87,11 @@ def requests_per_burst(burst_bytes: int, beat_bytes: int = 8) -> int:
 class PcieRequester(wiring.Component):
     def __init__(self, *, id_width: int, max_burst_beats: int, data_width: int = 64, max_payload_bytes: int = 1024,
                  max_read_bytes: int = 4096, completion_timeout_cycles: int = COMPLETION_TIMEOUT_CYCLES,
-                 width: int = WIDTH, rq_straddle: bool = False):
+                 width: int = WIDTH, rq_straddle: bool = False, rc_straddle: bool = False):
         self.layout = lay = layout(width)
-        if rq_straddle and width != 512:
-            raise ValueError(f"RQ straddling is a 512-bit interface's, not a {width}-bit one's")
-        self.rq_straddle = rq_straddle
+        if (rq_straddle or rc_straddle) and width != 512:
+            raise ValueError(f"RQ and RC straddling are a 512-bit interface's, not a {width}-bit one's")
+        self.rq_straddle, self.rc_straddle = rq_straddle, rc_straddle
         if data_width not in REQUESTER_DATA_WIDTHS or data_width > width:
             raise ValueError(f"the requester packs engine beats of {REQUESTER_DATA_WIDTHS} bits into the block's "
                              f"{width}-bit beats, not {data_width}-bit ones")
@@ -118,6 +122,18 @@ class PcieRequester(wiring.Component):
             "timeouts": Out(STATUS_BITS),
             "dropped": Out(STATUS_BITS),
         })
+
+    def _completions(self, m: Module):
+        """The completions as the RC side takes them, and the lanes their descriptor takes in a first beat: the
+        block's stream (the descriptor in lanes 0-2), or at 512 bits with RC straddled the realigned one (a
+        completion a beat, the descriptor beside the data: rtl/pcie_rc_realign.py)."""
+        rc = self.rc
+        if self.rc_straddle:
+            m.submodules.rc_realign = realign = RcRealign()
+            wiring.connect(m, wiring.flipped(rc), realign.rc)
+            return realign.out, 0
+        return SimpleNamespace(tdata=rc.tdata, tkeep=rc.tkeep, tlast=rc.tlast, tvalid=rc.tvalid, tready=rc.tready,
+                               sop=rc.tuser[self.layout.rc_sop], hdr=rc.tdata[:96]), 3
 
     def _rq_beats(self, m: Module, writer, read_valid, read_header, send_read) -> None:
         """RQ a request a beat at a time: a waiting read request between two write requests, else the writer's
@@ -170,7 +186,7 @@ class PcieRequester(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        mem, rq, rc, lay = self.mem, self.rq, self.rc, self.layout
+        mem, lay = self.mem, self.layout
         dwords = lay.dwords
         beats, iw = self.max_burst_beats, self.id_width
         db = self.data_width // 8
@@ -337,14 +353,15 @@ class PcieRequester(wiring.Component):
         m.d.comb += n_after.eq(Mux(~mid & ~emit, 0, acc_n - Mux(emit, per_beat, 0)))
         shifted = Mux(emit, acc[32 * per_beat:], acc)
         m.d.sync += [acc.eq(shifted), acc_n.eq(n_after)]
-        lanes = Cat(Mux(rc.tkeep[i], rc.tdata.word_select(i, 32), 0) for i in range(dwords))
+        src, header_lanes = self._completions(m)
+        lanes = Cat(Mux(src.tkeep[i], src.tdata.word_select(i, 32), 0) for i in range(dwords))
         taken = Signal(range(dwords + 1))
-        m.d.comb += taken.eq(sum(rc.tkeep[i] for i in range(dwords)))
+        m.d.comb += taken.eq(sum(src.tkeep[i] for i in range(dwords)))
         placed = Array(Cat(Const(0, 32 * k), lanes)[:32 * hold] for k in range(per_beat + 1))[n_after]
 
         # the RC descriptor: DW0 lower address [11:0], error code [15:12], byte count [28:16]; DW1 DWORD count,
         # status [13:11], poisoned [14]; DW2 tag [7:0]
-        d = [rc.tdata[32 * i: 32 * i + 32] for i in range(dwords)]
+        d = [src.hdr[32 * i: 32 * i + 32] for i in range(3)]
         c_slot, c_gen = d[2][:SLOT_BITS], d[2][SLOT_BITS:TAG_BITS]
         c_failed = (d[1][11:14] != 0) | d[1][14] | (d[0][12:16] != 0)
         c_left, c_id = Signal.like(left_of[0], name="c_left"), Signal(iw, name="c_id")
@@ -356,9 +373,9 @@ class PcieRequester(wiring.Component):
         expire = ~mid & expired & (acc_n == 0)
         m.d.sync += scan.eq(Mux(expired & ~expire, scan, scan + 1))  # (an expired ID waits for the TLP to end)
         with m.If(mid):
-            m.d.comb += rc.tready.eq(dropping | (n_after + dwords <= hold))
-            with m.If(rc.tvalid & rc.tready):
-                m.d.sync += mid.eq(~rc.tlast)
+            m.d.comb += src.tready.eq(dropping | (n_after + dwords <= hold))
+            with m.If(src.tvalid & src.tready):
+                m.d.sync += mid.eq(~src.tlast)
                 with m.If(~dropping):
                     m.d.sync += [acc.eq(shifted | placed), acc_n.eq(n_after + taken)]
         with m.Elif(expire):
@@ -366,16 +383,17 @@ class PcieRequester(wiring.Component):
             fail(scan, timeout=True)
             m.d.sync += timeouts.eq(timeouts + 1)
         with m.Elif(~expired & (n_after == 0)):
-            m.d.comb += rc.tready.eq(1)
-            with m.If(rc.tvalid):
-                m.d.sync += [mid.eq(~rc.tlast), dropping.eq(1)]
-                with m.If(~rc.tuser[lay.rc_sop] | ~c_ours | ~(c_failed | c_expected)):
+            m.d.comb += src.tready.eq(1)
+            with m.If(src.tvalid):
+                m.d.sync += [mid.eq(~src.tlast), dropping.eq(1)]
+                with m.If(~src.sop | ~c_ours | ~(c_failed | c_expected)):
                     m.d.sync += dropped.eq(dropped + 1)
                 with m.Elif(c_failed):
                     fail(c_id)  # the TLP's own data (a poisoned one has some) is dropped
                 with m.Else():
                     m.d.sync += [dropping.eq(0), tag.eq(c_id), slot.eq(c_slot), widx.eq(d[0][lg:12] - base[c_id]),
-                                 acc.eq(lanes[3 * 32:]), acc_n.eq(Mux(taken > 3, taken - 3, 0))]
+                                 acc.eq(lanes[header_lanes * 32:]),
+                                 acc_n.eq(Mux(taken > header_lanes, taken - header_lanes, 0))]
 
         # --- the pool and each ID's count of requests awaited (after every other update: a failure wins) ---------
         for i in ids:

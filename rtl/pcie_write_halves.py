@@ -80,7 +80,8 @@ def _step(m: Module, g: Gather, k: int, st: State, mps_dwords) -> tuple[dict, St
     row_bytes = 4 << g.lb
     tlp_addr = sig(64, "addr")
     m.d.comb += tlp_addr.eq((g.addr[s] & ~Const(row_bytes - 1, 64)) + (cur << 2))
-    room, left, n, last = sig(range(1024 + 1), "room"), sig(g.pos_shape, "left"), sig(range(1024 + 1), "n"), sig(1, "last")
+    room, left = sig(range(1024 + 1), "room"), sig(g.pos_shape, "left")
+    n, last = sig(range(1024 + 1), "n"), sig(1, "last")
     m.d.comb += [room.eq(mps_dwords - (tlp_addr[2:12] & (mps_dwords - 1))),
                  left.eq(g.end_dw[s] - cur + 1),
                  last.eq(g.full[s] & (left <= room)),
@@ -96,7 +97,8 @@ def _step(m: Module, g: Gather, k: int, st: State, mps_dwords) -> tuple[dict, St
     more = Mux(st.left > HALF, HALF, st.left)  # a later half's
 
     out = {"valid": Mux(st.in_tlp, 1, ready),
-           "data": Mux(st.in_tlp, window, Cat(rq_header(tlp_addr, n, MEM_WRITE, Const(0, 8)), window[:32 * HALF - 128])),
+           "data": Mux(st.in_tlp, window,
+                       Cat(rq_header(tlp_addr, n, MEM_WRITE, Const(0, 8)), window[:32 * HALF - 128])),
            "keep": Mux(st.in_tlp, lanes_mask(st.left, HALF), lanes_mask(4 + head_data, HALF)),
            "be": Mux(st.in_tlp, st.be, be), "sop": ~st.in_tlp,
            "eop": Mux(st.in_tlp, st.left <= HALF, n <= HALF - 4)}

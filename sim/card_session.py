@@ -49,8 +49,8 @@ class Card:
         self.dev = block(
             pcie_generation=generation, pcie_link_width=lanes, user_clk_frequency=user_clk_mhz * 1e6,
             alignment="dword", max_payload_size=max_payload_bytes,
-            # the 512-bit card straddles its requests (two a beat); it takes completions one a beat
-            cq_straddle=False, cc_straddle=False, rq_straddle=self.width == 512, rc_straddle=False,
+            # the 512-bit card straddles its requests and takes straddled completions (two a beat each way)
+            cq_straddle=False, cc_straddle=False, rq_straddle=self.width == 512, rc_straddle=self.width == 512,
             enable_extended_tag=True, user_clk=dut.clk, user_reset=dut.rst,
             cq_bus=AxiStreamBus.from_prefix(dut, "cq_"), cc_bus=AxiStreamBus.from_prefix(dut, "cc_"),
             rq_bus=AxiStreamBus.from_prefix(dut, "rq_"), rc_bus=AxiStreamBus.from_prefix(dut, "rc_"),

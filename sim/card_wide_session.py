@@ -2,7 +2,7 @@
 every length that matters (1 byte to 12 KiB: each side of a DWORD, a 64-byte beat, the 128-byte payload, the
 512-byte burst, 4 KiB) from sources and to destinations at many byte offsets, some crossing 4 KiB, each checked
 byte for byte with guard bytes around it; every RQ beat's straddle marks are logged as the block model reads them,
-and every request the root complex receives. The result goes to ARKDMA_SIM_RESULT as JSON."""
+every RC beat's as it drives them, and every request the root complex receives. The result goes to ARKDMA_SIM_RESULT as JSON."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import random
 import cocotb
 
 from driver.abi import Perm
-from rtl.pcie_streams import RQ512_EOP_PTR, RQ512_IS_EOP, RQ512_IS_SOP
+from rtl.pcie_streams import (RC512_EOP_PTR, RC512_IS_EOP, RC512_IS_SOP, RC512_SOP_PTR, RQ512_EOP_PTR, RQ512_IS_EOP,
+                              RQ512_IS_SOP)
 from sim.card import bar0_bytes, card_params
 from sim.card_session import GUARD, Card, copy_checked, drivers
 from sim.card_sizes_session import RequestLog
@@ -58,13 +59,35 @@ class RqBeats:
         return {"beats": self.beats, "requests": self.starts, "straddled": self.straddled}
 
 
+class RcBeats:
+    """Every beat the block model drives on RC: beats, and those where a completion ends in lanes 0-7 and the next
+    starts at lane 8."""
+
+    def __init__(self, source):
+        self.beats = self.straddled = 0
+        drive = source.bus.drive
+
+        def logged(obj):
+            drive(obj)
+            user = int(obj.tuser)
+            sops = [(user >> (RC512_SOP_PTR + 2 * k) & 3) * 4 for k in range(2) if user >> (RC512_IS_SOP + k) & 1]
+            eops = [user >> (RC512_EOP_PTR + 4 * k) & 0xF for k in range(2) if user >> (RC512_IS_EOP + k) & 1]
+            self.beats += 1
+            self.straddled += bool(eops and eops[0] < 8 and 8 in sops)
+
+        source.bus.drive = logged
+
+    def as_dict(self) -> dict:
+        return {"beats": self.beats, "straddled": self.straddled}
+
+
 @cocotb.test()
 async def card_wide_sweep(dut):
     params = card_params(data_width=512, num_queues=2, slots=16, num_regions=8)
     card = Card(dut)
     assert card.width == 512, f"this sweep wants the 512-bit card, not a {card.width}-bit one"
     await card.open(bar0_bytes(params))
-    beats = RqBeats(card.dev.rq_sink)
+    beats, rc_beats = RqBeats(card.dev.rq_sink), RcBeats(card.dev.rc_source)
     requests = RequestLog(card.rc)
     _, driver, slow = drivers(card)
     await driver.open()
@@ -86,6 +109,7 @@ async def card_wide_sweep(dut):
         await host.write(0x40000 + dst_at, bytes([GUARD]) * REGION)
         posted = await copy_checked(driver, slow, host, SOURCE[src_at:], 0x40000 + dst_at, sizes, posted)
         copied += sum(sizes)
-    result = {"descriptors": posted, "bytes": copied, "rq": beats.as_dict(), "requests": requests.take()}
+    result = {"descriptors": posted, "bytes": copied, "rq": beats.as_dict(), "rc": rc_beats.as_dict(),
+              "requests": requests.take()}
     with open(os.environ["ARKDMA_SIM_RESULT"], "w") as f:
         json.dump(result, f)

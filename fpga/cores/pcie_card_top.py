@@ -58,7 +58,8 @@ def card_params(**given) -> EngineParams:
 
 def interface_width(params: EngineParams) -> int:
     """The width of the block's streams the card is built for: 512 bits for the 512-bit engine (Gen3 x16, Gen4
-    x8; its RQ straddled, two requests a beat), else 256 (the requester packs narrower engine beats into them)."""
+    x8; its RQ and RC straddled, two requests or completions a beat), else 256 (the requester packs narrower
+    engine beats into them)."""
     return 512 if params.data_width == 512 else WIDTH
 
 
@@ -103,7 +104,8 @@ class PcieCard(wiring.Component):
         m.submodules.requester = requester = PcieRequester(id_width=p.read_id_width, data_width=p.data_width,
                                                            max_burst_beats=p.max_burst_beats,
                                                            completion_timeout_cycles=self.completion_timeout_cycles,
-                                                           width=self.width, rq_straddle=self.width == 512)
+                                                           width=self.width, rq_straddle=self.width == 512,
+                                                           rc_straddle=self.width == 512)
         wiring.connect(m, wiring.flipped(self.cq), completer.cq)
         wiring.connect(m, completer.cc, wiring.flipped(self.cc))
         wiring.connect(m, completer.bus, core.bus)

@@ -1,8 +1,9 @@
 # amaranth: UnusedElaboratable=no
 """The PCIe requester alone (rtl/pcie_requester.py, rtl/pcie_write_sender.py) in amaranth.sim, behind a 64-bit
 engine (the board's) and a 256-bit one (the card's) on 256-bit streams, and a 512-bit one on 512-bit streams
-whose RQ straddles (two requests a beat, the second from lane 8, found by tuser's is_sop/is_eop as the block finds
-them; the unstraddled 512-bit RQ, its beats marked likewise, in the tests named so), its RC stream driven by a Python model of host memory and
+whose RQ and RC straddle (two requests a beat, the second from lane 8, found by tuser's is_sop/is_eop as the block
+finds them; completions likewise; the unstraddled 512-bit streams, their beats marked likewise, in the tests named
+so), its RC stream driven by a Python model of host memory and
 the link: reads completed whole, split at read completion boundaries and interleaved between tags; UR, CA, CRS,
 poisoned completions and error codes answered SLVERR with none of their data delivered; a read whose completion
 never comes answered SLVERR within its timeout; a completion that comes late, after its tag has timed out and
@@ -23,7 +24,9 @@ from amaranth.sim import Simulator  # noqa: E402
 
 from driver.abi import Resp  # noqa: E402
 from rtl.pcie_requester import SIZES, SLOT_BITS, TIMEOUT_STEPS, PcieRequester, size_code  # noqa: E402
-from rtl.pcie_streams import RQ512_EOP_PTR, RQ512_IS_EOP, RQ512_IS_SOP, layout  # noqa: E402
+from rtl.pcie_streams import (RC512_EOP_PTR, RC512_IS_EOP, RQ512_EOP_PTR, RQ512_IS_EOP, RQ512_IS_SOP,  # noqa: E402
+                              layout)
+from tests.sim.rc_straddle_model import straddled  # noqa: E402
 
 pytestmark = pytest.mark.sim
 
@@ -56,7 +59,21 @@ class Completion:
     error_code: int = 0
 
     def beats(self, per_beat: int = 8, sop_bit: int = 32) -> list[tuple[int, int, int, int]]:
-        """(tdata, tkeep, tuser, tlast) of each beat, `per_beat` DWORDs a beat, is_sop at `sop_bit` of tuser."""
+        """(tdata, tkeep, tuser, tlast) of each beat, `per_beat` DWORDs a beat, is_sop at `sop_bit` of tuser (at 512
+        bits is_eop and the last DWORD's lane too, as the block marks them: at lane 0, unstraddled)."""
+        return [(data, keep, user | (self._end_mark(keep) if last and per_beat == 16 else 0), last)
+                for data, keep, user, last in self._beats(per_beat, sop_bit)]
+
+    @staticmethod
+    def _end_mark(keep: int) -> int:
+        return 1 << RC512_IS_EOP | (keep.bit_length() - 1) << RC512_EOP_PTR
+
+    def dwords(self) -> list[int]:
+        """The TLP's DWORDs, descriptor first."""
+        return [v for data, keep, _, _ in self._beats(16, 0) for v in
+                [(data >> 32 * i) & 0xFFFFFFFF for i in range(keep.bit_length())]]
+
+    def _beats(self, per_beat: int, sop_bit: int) -> list[tuple[int, int, int, int]]:
         dw0 = self.lower_address & 0xFFF | self.error_code << 12 | self.byte_count << 16
         dw1 = len(self.data) // 4 | self.status << 11 | int(self.poisoned) << 14
         dwords = [dw0, dw1, self.tag] + [int.from_bytes(self.data[i:i + 4], "little")
@@ -126,10 +143,11 @@ class Harness:
                  id_width: int = ID_WIDTH, burst_beats: int = BURST_BEATS, mrrs: int = 4096, mps: int = 4096,
                  rq_stall: float = 0.0, data_width: int = 64, rq_straddle: bool | None = None, **ceilings):
         self.lay = layout(512 if data_width == 512 else 256)  # the streams: as wide as the engine, at least 256
-        # the 512-bit card straddles RQ
+        # the 512-bit card straddles RQ and RC
         self.straddled = data_width == 512 if rq_straddle is None else rq_straddle
         self.dut = PcieRequester(id_width=id_width, max_burst_beats=burst_beats, completion_timeout_cycles=timeout,
-                                 data_width=data_width, width=self.lay.width, rq_straddle=self.straddled, **ceilings)
+                                 data_width=data_width, width=self.lay.width, rq_straddle=self.straddled,
+                                 rc_straddle=self.straddled, **ceilings)
         self.frame: tuple[list[int], tuple[int, int]] | None = None  # a straddled request partway in
         self.straddled_beats = 0  # beats carrying two requests' DWORDs
         self.id_width = id_width
@@ -198,7 +216,8 @@ class Harness:
                 if tlp or (data >> 75) & 0xF == 1:
                     self.write_beats.append(self.cycle)
                 if self.lay.width == 512:  # the packet marks: a start on a request's first beat, its end on its last
-                    assert (user >> RQ512_IS_SOP & 1) == (not tlp), f"is_sop {user >> RQ512_IS_SOP & 1} on beat {len(tlp)}"
+                    sop = user >> RQ512_IS_SOP & 1
+                    assert sop == (not tlp), f"is_sop {sop} on beat {len(tlp)}"
                     assert (user >> RQ512_IS_EOP & 1) == last, f"is_eop {user >> RQ512_IS_EOP & 1}, tlast {last}"
                     if last:
                         assert keep == (2 << (user >> RQ512_EOP_PTR & 0xF)) - 1, "is_eop_ptr is not the last lane"
@@ -360,6 +379,16 @@ class Harness:
                 ctx.set(signal, value)
             await ctx.tick().until(rc.tready)
             ctx.set(rc.tvalid, 0)
+
+    async def send_straddled(self, ctx, completions: list[Completion], seed: int = 0) -> None:
+        """Offer completions back to back on a straddled 512-bit RC stream, as the block packs them: one may start at
+        lane 8 of the beat where the one before it ended in lanes 0-7."""
+        rc = self.dut.rc
+        for tdata, tkeep, tuser in straddled([c.dwords() for c in completions], random.Random(seed), 1.0):
+            for signal, value in ((rc.tvalid, 1), (rc.tdata, tdata), (rc.tkeep, tkeep), (rc.tuser, tuser)):
+                ctx.set(signal, value)
+            await ctx.tick().until(rc.tready)
+        ctx.set(rc.tvalid, 0)
 
     async def wait(self, ctx, cycles: int) -> None:
         for _ in range(cycles):
@@ -571,7 +600,8 @@ def test_a_timeout_does_not_cut_a_completion_in_progress(width):
 
 # (at 512 bits seed 11 times out slot 0 twice, so its generation comes round, and a late completion of the first
 # read then carries the byte count the slot's third request awaits: the aliasing the requester's docstring allows)
-@pytest.mark.parametrize(("seed", "width"), [(seed, w) for w in WIDTHS for seed in ((12, 13) if w == 512 else (11, 12))])
+@pytest.mark.parametrize(("seed", "width"),
+                         [(seed, w) for w in WIDTHS for seed in ((12, 13) if w == 512 else (11, 12))])
 def test_random_fates_against_the_model(seed, width):
     """Reads on random IDs meet random fates (answered whole, split, with an error, never, late); every burst
     comes back as the model says: its data, or its data up to the failing piece and SLVERR after."""
@@ -913,6 +943,32 @@ def test_completions_are_taken_a_beat_a_cycle():
         assert took <= 16 * 4 * 5 + 2, f"64 completions of five beats took {took} cycles"
         for r in reqs:
             check_data(await h.burst(ctx, r.id, 16), r.addr, bb=h.bb)
+        assert not h.beats and ctx.get(h.dut.dropped) == 0
+
+    h.run(bench)
+
+
+def test_straddled_completions_are_taken_at_512_bits():
+    """At 512 bits with RC straddled, reads answered by back-to-back 128-byte completions (35 DWORDs: 2.5 beats
+    each, one starting at lane 8 of the beat where the one before it ended) in an order mixed between IDs: RC takes
+    a beat a cycle, so 64 completions in about 160 cycles (three beats each unstraddled: 192), and the R beats carry
+    each burst's bytes in order."""
+    h = Harness(id_width=4, burst_beats=8, mrrs=512, seed=3, data_width=512, timeout=1 << 14)
+    rng = random.Random(3)
+
+    async def bench(ctx):
+        reqs = [await h.read_one(ctx, rid, 0x7_0000_0000 + 0x1000 * rid + 512 * rng.randrange(7), 8)
+                for rid in range(16)]
+        pieces = [r.completions(rcb=128) for r in reqs]
+        order = []
+        while any(pieces):
+            order.append(rng.choice([p for p in pieces if p]).pop(0))
+        start = h.cycle
+        await h.send_straddled(ctx, order)
+        took = h.cycle - start
+        assert took <= 64 * 5 // 2 + 4, f"64 straddled completions took {took} cycles"
+        for r in reqs:
+            check_data(await h.burst(ctx, r.id, 8), r.addr, bb=h.bb)
         assert not h.beats and ctx.get(h.dut.dropped) == 0
 
     h.run(bench)
