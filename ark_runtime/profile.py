@@ -26,16 +26,12 @@ class OpTime:
     span_us: float  # first tile's start to last tile's end
 
 
-NO_SMID = 0xFFFFFFFF  # cta_smid before the CTA wrote it
-
-
 @dataclass(frozen=True)
 class SmTime:
-    sm: int  # the CTA (its stream in the plan)
+    sm: int
     tiles: int
     busy_us: float  # running tiles
     idle_us: float  # the iteration's span less busy: waiting on counters, polling, the loop's own work
-    smid: int = -1  # the SM the CTA ran on (%smid: which SMs share a TPC or a GPC follows from it); -1: not known
 
 
 @dataclass(frozen=True)
@@ -74,15 +70,9 @@ def _what(model: Model, op) -> str:
     return f"{what} +{'+'.join(step[0] for step in epilogue)}" if epilogue else what
 
 
-def build_profile(model: Model, plan: Plan, stamps: np.ndarray, smids: np.ndarray | None = None) -> Profile:
-    """`stamps`: uint64 [tiles, 2], start and end (globaltimer ns) of each tile's last run; `smids`: per CTA, the
-    SM it ran on (NO_SMID where not written)."""
+def build_profile(model: Model, plan: Plan, stamps: np.ndarray) -> Profile:
+    """`stamps`: uint64 [tiles, 2], start and end (globaltimer ns) of each tile's last run."""
     stamps = np.asarray(stamps, np.int64).reshape(len(plan.tiles), 2)
-    smid = [-1] * len(plan.streams)
-    if smids is not None:
-        if len(smids) != len(plan.streams):
-            raise ValueError(f"{len(smids)} SM ids for a plan of {len(plan.streams)} CTAs")
-        smid = [-1 if int(v) == NO_SMID else int(v) for v in smids]
     if len(stamps) == 0 or (stamps[:, 0] == 0).any():
         raise ValueError("no complete iteration has been timed yet: run the model at least once")
     t0 = int(stamps[:, 0].min())
@@ -107,5 +97,5 @@ def build_profile(model: Model, plan: Plan, stamps: np.ndarray, smids: np.ndarra
     for sm in range(len(plan.streams)):
         sel = sm_of == sm
         busy = float(dur[sel].sum())
-        sms.append(SmTime(sm, int(sel.sum()), busy, max(iteration - busy, 0.0) if sel.any() else 0.0, smid[sm]))
+        sms.append(SmTime(sm, int(sel.sum()), busy, max(iteration - busy, 0.0) if sel.any() else 0.0))
     return Profile(iteration, ops, sms)

@@ -40,7 +40,7 @@ from ark_runtime.kernel.records import (CONTROL_DTYPE, FAULT_NAMES, FINISHED_WOR
                                         GRAPH_WORDS, PROGRAM_DTYPE, RELAUNCH_FAILED, RING, expected_offsets)
 from ark_runtime.model import Model, ModelError
 from ark_runtime.plan import Plan, PlanError, build_plan
-from ark_runtime.profile import NO_SMID, Profile, build_profile
+from ark_runtime.profile import Profile, build_profile
 from ark_runtime.scheduler import DeviceSpec
 from ark_runtime.split_k import split_k as split_k_matmuls
 from ark_runtime.tiling import switched_off
@@ -339,7 +339,6 @@ class Runtime:
             "graphs": cupy.zeros(max(len(self._graph_ops), 1) * GRAPH_POOL, cupy.uint64),
             "graph_words": cupy.zeros(max(len(self._graph_ops), 1) * GRAPH_WORDS, cupy.uint64),
             "done_ns": cupy.zeros(RING * self.plan.num_sms, cupy.uint64),  # [RING][CTAs]
-            "cta_smid": cupy.full(self.plan.num_sms, NO_SMID, cupy.uint32),
         }
         self._control_mem = cupy.cuda.alloc_pinned_memory(CONTROL_DTYPE.itemsize)
         self.control = np.frombuffer(self._control_mem, CONTROL_DTYPE, 1)
@@ -597,7 +596,7 @@ class Runtime:
         """Where the last iteration's time went, per op and per SM, from the GPU clock stamps of every tile."""
         self._idle("profile")
         try:
-            return build_profile(self.model, self.plan, self._arrays["tile_ns"].get(), self._arrays["cta_smid"].get())
+            return build_profile(self.model, self.plan, self._arrays["tile_ns"].get())
         except ValueError as exc:
             raise LoopError(f"profile(): {exc}") from None
 

@@ -522,11 +522,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(a
 #else
   void* const* T = p.tensors;
 #endif
-  if (threadIdx.x == 0) {
-    unsigned sm;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    p.cta_smid[blockIdx.x] = sm;
-  }
   const int begin = p.stream_start[blockIdx.x], end = p.stream_start[blockIdx.x + 1];
   int first = end;  // nothing staged yet
   unsigned long long go = 0, ring = 0;  // thread 0: go and iterations published, as last read

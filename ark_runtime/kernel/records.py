@@ -18,7 +18,7 @@ GRAPH_POOL = 4  # copy.cuh: instances of each graph copy's graph, launched in tu
 GRAPH_WORDS = 2 + GRAPH_POOL  # copy.cuh: per graph copy, done, launches, and a token per instance
 
 PROGRAM_POINTERS = ("ins", "stream_start", "members", "counters", "finished", "done_ns", "fault_flag", "tensors",
-                    "tile_ns", "copies", "graphs", "graph_words", "cta_smid")
+                    "tile_ns", "copies", "graphs", "graph_words")
 PROGRAM_DTYPE = np.dtype([*((name, "<u8") for name in PROGRAM_POINTERS), ("budget_ns", "<u8"),
                           ("segment_iterations", "<u8"), ("control", "<u8")])
 

@@ -295,10 +295,7 @@ def test_many_iterations_of_one_launch(gpu):
 
 def test_independent_sms_run_far_ahead_and_done_still_counts_every_iteration(gpu):
     """chain: every SM runs its own rows and waits for no other, so fast CTAs run ahead of slow ones, past the
-    RING slots that count arrivals; `done` must still reach every iteration asked for, and no further. The profile
-    names each CTA's SM."""
-    import cupy
-
+    RING slots that count arrivals; `done` must still reach every iteration asked for, and no further."""
     from ark_runtime import models
     from ark_runtime.runtime import Runtime
 
@@ -312,9 +309,6 @@ def test_independent_sms_run_far_ahead_and_done_still_counts_every_iteration(gpu
             assert rt.iterations_done == total
         stamps = rt.iteration_ns()  # the GPU clock at each of the last RING iterations' end
         assert len(stamps) == 64 and (np.diff(stamps) >= 0).all() and stamps[-1] > stamps[0]
-        smids = [s.smid for s in rt.profile().sms]  # one resident CTA per SM: each on its own
-        sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
-        assert len(set(smids)) == len(smids) == rt.plan.num_sms and all(0 <= v < sms for v in smids), smids
 
 
 def test_one_resident_kernel_at_a_time(gpu):

@@ -10,7 +10,7 @@ from ark_runtime import models
 from ark_runtime.cli.bench import profile_table
 from ark_runtime.fusion import fuse
 from ark_runtime.plan import build_plan
-from ark_runtime.profile import NO_SMID, Profile, build_profile
+from ark_runtime.profile import Profile, build_profile
 from ark_runtime.scheduler import DeviceSpec
 
 
@@ -72,19 +72,3 @@ def test_an_iteration_not_yet_timed_is_refused():
     stamps[3] = 0
     with pytest.raises(ValueError, match="run the model at least once"):
         build_profile(m, plan, stamps)
-
-
-def test_each_cta_carries_the_sm_it_ran_on():
-    m, plan = _planned("mlp-b8")
-    smids = np.arange(len(plan.streams), dtype=np.uint32)[::-1].copy()
-    smids[2] = NO_SMID  # a CTA that never wrote its id
-    prof = build_profile(m, plan, _stamps_in_stream_order(plan), smids)
-    assert [s.smid for s in prof.sms] == [-1 if i == 2 else len(plan.streams) - 1 - i for i in range(len(plan.streams))]
-    assert Profile.from_json(prof.as_json()) == prof
-    assert all(s.smid == -1 for s in build_profile(m, plan, _stamps_in_stream_order(plan)).sms)
-    old = prof.as_json()  # a profile written before SM ids were recorded
-    for s in old["sms"]:
-        del s["smid"]
-    assert all(s.smid == -1 for s in Profile.from_json(old).sms)
-    with pytest.raises(ValueError, match="SM ids for a plan of"):
-        build_profile(m, plan, _stamps_in_stream_order(plan), smids[:-1])

@@ -69,7 +69,6 @@ struct Program {
                               // 2 a device graph: its graph copy's index)
   const unsigned long long* graphs;  // per graph copy, GRAPH_POOL executable graphs (copy.cuh)
   unsigned long long* graph_words;   // per graph copy, GRAPH_WORDS words (copy.cuh)
-  unsigned int* cta_smid;     // per CTA: the SM it runs on (%smid), written at launch, for Runtime.profile()
   unsigned long long budget_ns;
   unsigned long long segment_iterations;  // graph copies: iterations per run of the kernel's graph
   Control* control;
