@@ -178,7 +178,8 @@ def _write_json(args: argparse.Namespace, data: dict, console: Console) -> None:
 
 
 def _run_vivado_build(args: argparse.Namespace, console: Console) -> int:
-    from fpga.cores.pcie_card_top import USER_CLOCK_MHZ, card_params
+    from fpga.cores.pcie_card_top import USER_CLOCK_MHZ, card_params, interface_width
+    from rtl.pcie_completer import WIDTH
     from fpga.flow import vivado
 
     if args.core != "engine":
@@ -189,7 +190,11 @@ def _run_vivado_build(args: argparse.Namespace, console: Console) -> int:
                           f"{USER_CLOCK_MHZ:g} MHz at Gen3 x8 with 256-bit streams; leave --clock out")
     build_dir = args.build_dir or Path("build") / "fpga" / f"{args.board}-engine"
     # the card's engine (256-bit unless --data-width says otherwise), not the UART board's
-    result = vivado.build(params_from(args, card_params), args.board, build_dir, dry_run=args.dry_run,
+    params = params_from(args, card_params)
+    if interface_width(params) != WIDTH:
+        raise ArkdmaError(f"--data-width {params.data_width}: the {args.board} build sets the PCIe IP up for "
+                          f"{WIDTH}-bit streams (Gen3 x8); the 512-bit card (Gen3 x16) runs in simulation only")
+    result = vivado.build(params, args.board, build_dir, dry_run=args.dry_run,
                           allow_timing_fail=args.allow_timing_fail, jobs=args.jobs,
                           timeout_s=args.timeout or 4 * 3600.0, console=console)
     for line in result.checks:

@@ -283,6 +283,8 @@ def test_flash_runs_vivado_when_it_is_there(tmp_path, monkeypatch):
     (["fpga", "build", "--board", "alveo-u250", "--clock", "200"], "--clock 200: on alveo-u250 the engine runs on "
                                                                    "the PCIe block's user clock, 250 MHz"),
     (["fpga", "build", "--board", "alveo-u250", "--core", "scratch"], "carries the engine core only"),
+    (["fpga", "build", "--board", "alveo-u250", "--data-width", "512", "--dry-run"],
+     "sets the PCIe IP up for 256-bit streams"),
     (["fpga", "build", "--board", "ecp5-evn", "--dry-run"], "--dry-run is for the Vivado boards"),
     (["fpga", "flash", "--board", "nope", "x.bit"], "unknown board 'nope'"),
     (["fpga", "flash", "--board", "alveo-u250", "a.bit", "--bitstream", "b.bit"], "two bitstreams given"),
