@@ -159,6 +159,18 @@ def drivers(card: Card) -> tuple[CardTB, SimDriver, SimDriver]:
             SimDriver(tb, budget_cycles=int(5_000_000 / PERIOD_NS)))
 
 
+async def open_with_host(card: Card, source: bytes):
+    """The drivers opened and the engine reset; 1 MiB of host memory holding `source` from offset 0 and 64 zero
+    bytes at 0x80000. Returns (driver, slow driver, the host region, its bus address)."""
+    _, driver, slow = drivers(card)
+    await driver.open()
+    await driver.reset()
+    host = card.rc.mem_pool.alloc_region(1 << 20)
+    await host.write(0, source)
+    await host.write(0x80000, bytes(64))
+    return driver, slow, host, host.get_absolute_address(0)
+
+
 async def copy_checked(driver: SimDriver, slow: SimDriver, host, src: bytes, dst_off: int, sizes: list[int],
                        posted: int) -> int:
     """Copies of `sizes` bytes each from region 0 (holding `src`) to region 1 (host memory from `dst_off`, filled

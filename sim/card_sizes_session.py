@@ -18,7 +18,7 @@ from cocotbext.pcie.core.tlp import TlpType
 
 from driver.abi import Perm
 from sim.card import bar0_bytes, card_params
-from sim.card_session import GUARD, PERIOD_NS, Card, copy_checked, drivers
+from sim.card_session import GUARD, PERIOD_NS, Card, copy_checked, open_with_host
 from sim.driver_model import SimDriver
 
 SOURCE = bytes((i * 29 + 7) & 0xFF for i in range(0x10000))  # region 0's bytes
@@ -81,13 +81,7 @@ async def card_request_sizes(dut):
     result = {"cfg": {"max_read_req": int(dut.cfg_max_read_req.value), "max_payload": int(dut.cfg_max_payload.value)}}
 
     log = RequestLog(card.rc)
-    _, driver, slow = drivers(card)
-    await driver.open()
-    await driver.reset()
-    host = card.rc.mem_pool.alloc_region(1 << 20)
-    base = host.get_absolute_address(0)
-    await host.write(0, SOURCE)
-    await host.write(0x80000, bytes(64))
+    driver, slow, host, base = await open_with_host(card, SOURCE)
     await driver.set_region(0, base, 0x10000, int(Perm.READ))
     await driver.set_region(1, base + 0x40000, 0x10000, int(Perm.WRITE))
     await driver.set_region(2, base + 0x80000, 64, int(Perm.WRITE))

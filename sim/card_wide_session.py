@@ -16,7 +16,7 @@ from driver.abi import Perm
 from rtl.pcie_streams import (RC512_EOP_PTR, RC512_IS_EOP, RC512_IS_SOP, RC512_SOP_PTR, RQ512_EOP_PTR, RQ512_IS_EOP,
                               RQ512_IS_SOP)
 from sim.card import bar0_bytes, card_params
-from sim.card_session import GUARD, Card, copy_checked, drivers
+from sim.card_session import GUARD, Card, copy_checked, open_with_host
 from sim.card_sizes_session import RequestLog
 
 SOURCE = bytes((i * 131 + (i >> 8) * 7 + 3) & 0xFF for i in range(0x20000))
@@ -89,13 +89,7 @@ async def card_wide_sweep(dut):
     await card.open(bar0_bytes(params))
     beats, rc_beats = RqBeats(card.dev.rq_sink), RcBeats(card.dev.rc_source)
     requests = RequestLog(card.rc)
-    _, driver, slow = drivers(card)
-    await driver.open()
-    await driver.reset()
-    host = card.rc.mem_pool.alloc_region(1 << 20)
-    base = host.get_absolute_address(0)
-    await host.write(0, SOURCE)
-    await host.write(0x80000, bytes(64))
+    driver, slow, host, base = await open_with_host(card, SOURCE)
     await driver.set_region(2, base + 0x80000, 64, int(Perm.WRITE))
     await driver.configure_queue(0, 2, 0, 0)
     await driver.enable_queue(0)

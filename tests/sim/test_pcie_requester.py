@@ -763,6 +763,18 @@ def check_requests(h: Harness, reqs: list[Request], rid: int, addr: int, beats: 
         assert r.id == rid, f"request {k} of ID {rid}: tag {r.tag:#x}"
 
 
+async def offer_bursts_in_order(h: Harness, ctx, bursts: list[tuple[int, int]]) -> None:
+    """Write bursts (start, bytes) offered back to back on IDs 0-3 in turn: every request is the model's (MPS 128),
+    with its bytes, and the responses come in the bursts' order."""
+    for k, (start, nbytes) in enumerate(bursts):
+        await h.offer_write(ctx, k % 4, start, nbytes)
+    await h.wait(ctx, 200)
+    want = [w for start, nbytes in bursts for w in write_model(start, nbytes, 128)]
+    assert [(t.addr, t.dwords, t.first_be, t.last_be) for t in h.writes] == want
+    assert b"".join(t.enabled() for t in h.writes) == b"".join(payload(a, n) for a, n in bursts)
+    assert [bid for _, bid in h.responses] == [k % 4 for k in range(len(bursts))], "responses out of order"
+
+
 async def answer_shuffled(h: Harness, ctx, reqs: list[Request], rng: random.Random) -> None:
     """Every request's completions, split at random completion boundaries, in a random order between
     requests (of one burst or several) and in order within each."""
@@ -851,13 +863,7 @@ def test_write_bursts_overlap_at_a_beat_a_cycle(rq_stall):
     bursts += [(0x6_0001_0000 + 4096 - 300, 480), (0x6_0002_0000 + 5, 507), (0x6_0003_0000 + 4, 1)]
 
     async def bench(ctx):
-        for k, (start, nbytes) in enumerate(bursts):
-            await h.offer_write(ctx, k % 4, start, nbytes)
-        await h.wait(ctx, 200)
-        want = [w for start, nbytes in bursts for w in write_model(start, nbytes, 128)]
-        assert [(t.addr, t.dwords, t.first_be, t.last_be) for t in h.writes] == want
-        assert b"".join(t.enabled() for t in h.writes) == b"".join(payload(a, n) for a, n in bursts)
-        assert [bid for _, bid in h.responses] == [k % 4 for k in range(len(bursts))], "responses out of order"
+        await offer_bursts_in_order(h, ctx, bursts)
         assert h.addresses_taken[1] < h.responses[0][0], "the second burst waited for the first one's response"
         if rq_stall == 0:
             aligned = 6 * 512 // 128  # requests of the first six bursts, 5 beats each
@@ -880,13 +886,7 @@ def test_straddled_writes_share_beats_at_512_bits(rq_stall):
                (0x6_0004_0000 + 60, 8), (0x6_0005_0000 + 64, 200)]
 
     async def bench(ctx):
-        for k, (start, nbytes) in enumerate(bursts):
-            await h.offer_write(ctx, k % 4, start, nbytes)
-        await h.wait(ctx, 200)
-        want = [w for start, nbytes in bursts for w in write_model(start, nbytes, 128)]
-        assert [(t.addr, t.dwords, t.first_be, t.last_be) for t in h.writes] == want
-        assert b"".join(t.enabled() for t in h.writes) == b"".join(payload(a, n) for a, n in bursts)
-        assert [bid for _, bid in h.responses] == [k % 4 for k in range(len(bursts))], "responses out of order"
+        await offer_bursts_in_order(h, ctx, bursts)
         assert h.straddled_beats > 0, "no beat carried two requests"
         assert h.frame is None, "a request was left open"
         if rq_stall == 0:
