@@ -429,10 +429,11 @@ class _Gen:
         part = (f"const int s = r0 / {m}; const long long k0 = (long long)s * {kp};\n"
                 f"      const {ct}* pa = {x[0]} + k0; const {ct}* pb = {x[1]} + k0 * {n}; "
                 f"float* po = {o} + (long long)s * {m * n};")
-        if sm90_matmul_block(m, n, kp, a.dtype, self.plan.num_sms, self.wgmma_ok) is None:
+        block = sm90_matmul_block(m, n, kp, a.dtype, self.plan.num_sms, self.wgmma_ok)
+        if block is None:  # tiling.split_block's skinny part
             call = self._gemv_call(op, a.dtype, m, n, kp, SKINNY_PART_COLS, "pa", "pb", "po", k)
             return f"{{\n      {part}\n      {call}\n      }}"
-        bm, bn = sm90_matmul_block(m, n, kp, a.dtype, self.plan.num_sms, True)
+        bm, bn = block
         stages, smem = sm90_stages(bm, bn, kp), matmul_sm90_smem(bm, bn, kp)
         self.wgmma = True
         self.smem = max(self.smem, smem)
