@@ -10,10 +10,13 @@ from __future__ import annotations
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
-from rtl.pcie_rc_realign import RcRealign
-from tests.sim.rc_straddle_model import straddled
+pytest.importorskip("amaranth", reason="the hardware extras are not installed: pip install 'arkdma[hw]'")
+
+from amaranth.sim import Simulator  # noqa: E402
+
+from rtl.pcie_rc_realign import RcRealign  # noqa: E402
+from tests.sim.rc_straddle_model import straddled  # noqa: E402
 
 pytestmark = pytest.mark.sim
 
