@@ -1,23 +1,27 @@
-"""How a run of beats is cut into AXI bursts: at each 4 KiB boundary and at max_burst_beats."""
+"""How a run of beats is cut into AXI bursts: at each 4 KiB boundary (or each boundary of a smaller power-of-two
+span) and at max_burst_beats."""
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal, Value
+from amaranth import Const, Module, Mux, Signal, Value
 
 from rtl.params import PAGE_BYTES
 
 BEATS_BITS = 9  # a burst's beat count: 1..256
 
 
-def page_bits(data_bytes: int) -> int:
-    """Bits of a distance to the next 4 KiB boundary in beats, kept modulo a page (0: a whole page)."""
-    return ((PAGE_BYTES // data_bytes) - 1).bit_length() or 1
+def page_bits(data_bytes: int, span_bytes: int = PAGE_BYTES) -> int:
+    """Bits of a distance to the next `span_bytes` boundary in beats, kept modulo the span (0: a whole span)."""
+    return ((span_bytes // data_bytes) - 1).bit_length() or 1
 
 
-def to_page(data_bytes: int, addr: Value) -> Value:
-    """Beats from `addr` to the next 4 KiB boundary, modulo a page (0: `addr` starts a page)."""
+def to_page(data_bytes: int, addr: Value, span_bytes: int = PAGE_BYTES) -> Value:
+    """Beats from `addr` to the next `span_bytes` boundary (4 KiB unless said), modulo the span (0: `addr` starts
+    one)."""
     lg = (data_bytes - 1).bit_length()
-    return (-addr[lg:PAGE_BYTES.bit_length() - 1])[:page_bits(data_bytes)]
+    if span_bytes <= data_bytes:  # every beat is a span of its own
+        return Const(0, 1)
+    return (-addr[lg:span_bytes.bit_length() - 1])[:page_bits(data_bytes, span_bytes)]
 
 
 def cut(m: Module, max_burst_beats: int, pg: Value, left: Value) -> tuple[Signal, Signal]:

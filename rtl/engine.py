@@ -81,7 +81,8 @@ class Engine(wiring.Component):
         tracker = m.submodules.tracker = ReadTracker(data_width=dw, reads_outstanding=p.reads_outstanding,
                                                      buffer_rows=p.buffer_rows, row_ptr_width=rp)
         planner = m.submodules.planner = WritePlanner(num_queues=nq, data_width=dw, row_ptr_width=rp,
-                                                      max_burst_beats=p.max_burst_beats)
+                                                      max_burst_beats=p.max_burst_beats,
+                                                      write_burst_bytes=p.write_burst_bytes)
         wdata = m.submodules.wdata = WriteData(data_width=dw, buffer_rows=p.buffer_rows, row_ptr_width=rp)
         wmux = m.submodules.wmux = WriteMux(data_width=dw, id_width=p.read_id_width,
                                             writes_outstanding=p.writes_outstanding)

@@ -40,6 +40,10 @@ class EngineParams:
     # and 250 MHz (16 GB/s x 2.3 us = 37 KB) with margin; 32 KiB capped the engine at 90% of line rate.
     buffer_bytes: int = 65536  # data buffer between the read and the write engine
     max_burst_beats: int = 64  # longest AXI burst, in beats (bursts also stop at 4 KiB)
+    # 0: write bursts are cut as reads are (at 4 KiB and max_burst_beats, from the destination's start). Else a power
+    # of two of bytes: write bursts end at its multiples in the destination, so a PCIe front end cuts no short write
+    # at a burst's ends, and a burst waits for fewer rows before it goes out (the card: 256 bytes)
+    write_burst_bytes: int = 0
     errlog_depth: int = 16
     window_id_width: int = 4  # AXI ID bits of the submission-window port
 
@@ -57,6 +61,9 @@ class EngineParams:
                 f"{self.max_burst_beats * self.data_bytes} bytes; a burst cannot exceed {PAGE_BYTES} bytes: "
                 f"use at most {PAGE_BYTES // self.data_bytes}"
             )
+        if self.write_burst_bytes:
+            _power_of_two("write_burst_bytes", self.write_burst_bytes, self.data_bytes,
+                          min(PAGE_BYTES, self.max_burst_beats * self.data_bytes))
         _power_of_two("buffer_bytes", self.buffer_bytes, 1024, 1 << 24)
         if self.buffer_bytes < 2 * self.max_burst_beats * self.data_bytes:
             raise ValueError(
@@ -76,6 +83,11 @@ class EngineParams:
     @property
     def buffer_rows(self) -> int:
         return self.buffer_bytes // self.data_bytes
+
+    @property
+    def write_burst_beats(self) -> int:
+        """The longest write burst, in beats."""
+        return self.write_burst_bytes // self.data_bytes if self.write_burst_bytes else self.max_burst_beats
 
     @property
     def read_id_width(self) -> int:
@@ -116,5 +128,5 @@ class EngineParams:
         return (
             f"dw{self.data_width}_q{self.num_queues}_s{self.slots}_r{self.num_regions}_ro{self.reads_outstanding}"
             f"_wo{self.writes_outstanding}_b{self.buffer_bytes}_mb{self.max_burst_beats}_e{self.errlog_depth}"
-            f"_wi{self.window_id_width}"
+            f"_wi{self.window_id_width}" + (f"_wb{self.write_burst_bytes}" if self.write_burst_bytes else "")
         )

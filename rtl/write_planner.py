@@ -10,12 +10,13 @@ from driver.abi import ErrorCode
 from rtl import bursts
 from rtl.records import (JobKind, WKind, centry_layout, dropped, event_signature, job_layout, read_fault_signature,
                          stops_signature, wentry_layout, write_address_stream)
-from rtl.params import index_bits
+from rtl.params import PAGE_BYTES, index_bits
 
 
 class WritePlanner(wiring.Component):
     """Jobs are taken in the order the read engine issued their reads. For each copy the destination
-    is cut into bursts (at 4 KiB and max_burst_beats); a burst's address goes out only when every
+    is cut into bursts (at 4 KiB and max_burst_beats from its start; with `write_burst_bytes`, at every multiple
+    of it in the destination instead); a burst's address goes out only when every
     buffer row its beats need is filled (so a write never waits for read data mid-burst, and a read
     error is known before a byte of the burst is written). Each burst gets an entry for the
     write-data generator (which rows, how to realign them) and one for the completion unit (wait for
@@ -28,8 +29,14 @@ class WritePlanner(wiring.Component):
     and its rows are freed without writing.
     """
 
-    def __init__(self, *, num_queues: int, data_width: int, row_ptr_width: int, max_burst_beats: int):
+    def __init__(self, *, num_queues: int, data_width: int, row_ptr_width: int, max_burst_beats: int,
+                 write_burst_bytes: int = 0):
+        if write_burst_bytes and (write_burst_bytes & (write_burst_bytes - 1) or write_burst_bytes < data_width // 8
+                                  or write_burst_bytes > min(PAGE_BYTES, max_burst_beats * data_width // 8)):
+            raise ValueError(f"write_burst_bytes must be 0 or a power of two from a beat to max_burst_beats beats and "
+                             f"4 KiB, not {write_burst_bytes}")
         self.data_width, self.row_ptr_width, self.max_burst_beats = data_width, row_ptr_width, max_burst_beats
+        self.write_burst_bytes = write_burst_bytes
         self.queue_bits = qb = index_bits(num_queues)
         rp = row_ptr_width
         super().__init__({
@@ -51,12 +58,16 @@ class WritePlanner(wiring.Component):
         job = job_layout(self.queue_bits, rp)
         lg = (dwb - 1).bit_length()
         lanes = lg or 1
-        pgw = bursts.page_bits(dwb)
+        # bursts end at each multiple of `span` in the destination (4 KiB, or write_burst_bytes) and are at most
+        # `longest` beats
+        span = self.write_burst_bytes or PAGE_BYTES
+        longest = self.write_burst_bytes // dwb if self.write_burst_bytes else self.max_burst_beats
+        pgw = bursts.page_bits(dwb, span)
 
         def plan(pg, left, reach, addr):
-            """The burst that starts at `addr`, `pg` beats before a 4 KiB boundary, with `left` beats of the
+            """The burst that starts at `addr`, `pg` beats before a span boundary, with `left` beats of the
             copy to go and the rows before `reach` needed so far; and the state after it."""
-            beats, last = bursts.cut(m, self.max_burst_beats, pg, left)
+            beats, last = bursts.cut(m, longest, pg, left)
             return {"beats": beats, "last": last, "reach": (reach + beats)[:rp], "addr": addr,
                     "pg": (pg - beats)[:pgw], "left": (left - beats)[:rp], "dst": (addr + (beats << lg))[:64]}
 
@@ -107,7 +118,7 @@ class WritePlanner(wiring.Component):
                 aj["preload"].eq(~b_neg & ~same & (nj.nrows != 0)), aj["zero"].eq(nj.zero),
                 # source lane < destination lane: beat j needs rows j-1 and j; same lane: row j alone; else j and j+1
                 a_reach.eq(nj.row0 + ~(b_neg | same)),
-                a_pg.eq(bursts.to_page(dwb, nj.dst_addr)),
+                a_pg.eq(bursts.to_page(dwb, nj.dst_addr, span)),
                 a_left.eq((do_lane + nj.length + (dwb - 1)) >> lg),
                 a_dst.eq(nj.dst_addr & ~(dwb - 1)),
             ]

@@ -32,6 +32,10 @@ CARD_DATA_WIDTH = 256  # the block's interface: the requester moves a whole beat
 # but a small descriptor is a read of its own: 128 reads (the requester's tag pool) keep 256-byte copies streaming
 # (one every ~12 cycles over a ~450-cycle round trip) and 64-byte ones near the link's pace
 CARD_BURST_BYTES = 512
+# write bursts end at every 256 bytes of the destination: no short memory write at a burst's ends (MPS 128 or 256),
+# and a burst waits for 256 bytes of completions, not 512, before it goes out: on a link whose writes take the RQ
+# stream as long as their completions take RC, that wait is a latency term no later burst can catch up
+CARD_WRITE_BURST_BYTES = 256
 CARD_READS_OUTSTANDING = 128
 CARD_BUFFER_BYTES = 32768  # the block's completion receive buffer: no more read data may be in flight
 SMALL_CARD_READS_OUTSTANDING = 32  # the 64- and 128-bit cards, which move far less
@@ -39,7 +43,8 @@ SMALL_CARD_READS_OUTSTANDING = 32  # the 64- and 128-bit cards, which move far l
 
 def card_params(**given) -> EngineParams:
     """The card's engine: 256-bit by default (`data_width=64`: a 64-bit engine sized like the board's; 512: the
-    engine of the 512-bit card, for Gen3 x16 and Gen4 x8), 512-byte bursts, 128 reads in flight (32 at the
+    engine of the 512-bit card, for Gen3 x16 and Gen4 x8), 512-byte read bursts, write bursts ending at every 256
+    bytes of the destination, 128 reads in flight (32 at the
     narrower widths), 32 KiB of buffer (8 KiB at 64 bits); any EngineParams field in `given` overrides.
 
     The buffer also bounds the read data in flight (a row is held from its read request to its write), and so
@@ -51,8 +56,8 @@ def card_params(**given) -> EngineParams:
                          f"beats into the block's 256- or 512-bit beats, not {width}-bit ones")
     reads = CARD_READS_OUTSTANDING if width >= CARD_DATA_WIDTH else SMALL_CARD_READS_OUTSTANDING
     buffer = 8192 if width == 64 else CARD_BUFFER_BYTES
-    defaults = dict(data_width=width, reads_outstanding=reads,
-                    max_burst_beats=CARD_BURST_BYTES * 8 // width, buffer_bytes=buffer)
+    defaults = dict(data_width=width, reads_outstanding=reads, max_burst_beats=CARD_BURST_BYTES * 8 // width,
+                    write_burst_bytes=CARD_WRITE_BURST_BYTES, buffer_bytes=buffer)
     return EngineParams(**{**defaults, **given})
 
 

@@ -23,17 +23,19 @@ pytestmark = pytest.mark.sim
 PAGE = 4096
 
 
-def params(data_width: int) -> EngineParams:
+def params(data_width: int, write_burst_bytes: int = 0) -> EngineParams:
     return EngineParams(data_width=data_width, num_queues=2, slots=16, num_regions=8, reads_outstanding=4,
-                        writes_outstanding=8, buffer_bytes=4096, max_burst_beats=8)
+                        writes_outstanding=8, buffer_bytes=4096, max_burst_beats=8, write_burst_bytes=write_burst_bytes)
 
 
 def dst_bursts(p: EngineParams, dst: int, length: int) -> list[tuple[int, int]]:
-    """(address, beats) of every write burst of a copy."""
+    """(address, beats) of every write burst of a copy: cut at 4 KiB and max_burst_beats from its start, or with
+    write_burst_bytes at every multiple of it in the destination."""
     db = p.data_bytes
+    span = p.write_burst_bytes or PAGE
     addr, left, out = dst & ~(db - 1), (dst % db + length + db - 1) // db, []
     while left:
-        beats = min(left, (PAGE - addr % PAGE) // db, p.max_burst_beats)
+        beats = min(left, (span - addr % span) // db, p.write_burst_beats)
         out.append((addr, beats))
         addr, left = addr + beats * db, left - beats
     return out
@@ -95,14 +97,16 @@ def expected(p: EngineParams, jobs: list[dict]):
     return aw, went, cent
 
 
-@pytest.mark.parametrize(("data_width", "seed"), [(64, 1), (64, 2), (512, 3), (512, 4)])
-def test_bursts_wait_for_their_rows_and_match_the_model(data_width, seed):
-    p = params(data_width)
+@pytest.mark.parametrize(("data_width", "seed", "write_burst_bytes"),
+                         [(64, 1, 0), (64, 2, 0), (512, 3, 0), (512, 4, 0), (64, 5, 32), (64, 6, 8), (512, 7, 256),
+                          (512, 8, 64)])
+def test_bursts_wait_for_their_rows_and_match_the_model(data_width, seed, write_burst_bytes):
+    p = params(data_width, write_burst_bytes)
     rng = random.Random(seed)
     jobs = Jobs(p, rng, 60)
     want_aw, want_went, want_cent = expected(p, jobs.list)
     dut = WritePlanner(num_queues=p.num_queues, data_width=p.data_width, row_ptr_width=p.row_ptr_width,
-                       max_burst_beats=p.max_burst_beats)
+                       max_burst_beats=p.max_burst_beats, write_burst_bytes=p.write_burst_bytes)
     got_aw, got_went, got_cent = [], [], []
 
     async def bench(ctx):
@@ -239,3 +243,15 @@ def test_a_read_error_fails_the_descriptor_and_stops_its_queue(seed):
     c_cent = [e for e in got_cent if e[3] == 2]
     assert len(c_cent) == len(dst_bursts(p, c["dst_addr"], c["length"])) and c_cent[-1] == (1, 1, 0, 2, 0)
     assert got_went.count(WKind.DISCARD) == 2  # the failed copy's rows and the dropped job's
+
+
+@pytest.mark.parametrize("bad", [96, 4, 1024, 8192])
+def test_write_burst_bytes_is_checked(bad):
+    """A power of two from a beat (8 bytes at 64 bits) to max_burst_beats beats (512 bytes here); 0 keeps the cut
+    of reads."""
+    with pytest.raises(ValueError, match="write_burst_bytes"):
+        EngineParams(data_width=64, max_burst_beats=64, write_burst_bytes=bad)
+    with pytest.raises(ValueError, match="write_burst_bytes"):
+        WritePlanner(num_queues=2, data_width=64, row_ptr_width=20, max_burst_beats=64, write_burst_bytes=bad)
+    assert EngineParams(data_width=64, max_burst_beats=64, write_burst_bytes=256).write_burst_beats == 32
+    assert EngineParams(data_width=64, max_burst_beats=64).write_burst_beats == 64
