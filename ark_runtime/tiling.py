@@ -219,21 +219,16 @@ MIN_PART_K = 1024
 SKINNY_PART_COLS = SKINNY_WIDTHS[0]
 
 
-def k_splits(m: int, n: int, k: int, dtype: str, num_sms: int, wgmma: bool = True) -> int:
-    """Parts to cut a matmul's K into (1: none). Where the wgmma tile runs and its tiles fill at most half the SMs,
-    or where a skinny matmul (gemv.cuh) would take tiles narrower than SKINNY_PART_COLS: then the most parts whose
-    tiles (SKINNY_PART_COLS wide for a skinny one, and then enough parts that a tile reads no more of B than the
-    narrow tile would) still fit on the SMs at once, each a whole number of 64-wide slices and at least MIN_PART_K
-    long. (Each part's sums go to fp32 memory and a sum op adds them: worth it only
-    where SMs would otherwise sit idle, or read narrow tiles, through a long K.)"""
-    block, least = sm90_matmul_block(m, n, k, dtype, num_sms, wgmma), 2
-    if block is None:
-        width = skinny_cols(n, num_sms)
-        if not skinny(m) or width >= SKINNY_PART_COLS:
-            return 1
-        block = (m, SKINNY_PART_COLS)
-        least = -(-min(n, SKINNY_PART_COLS) // width)  # a part's tile reads no more of B than the unsplit tile
-    tiles = -(-m // block[0]) * -(-n // block[1])
+# A wgmma split part's tiles of a matmul whose A is mostly padding (M <= SKINNY_ROWS rows in a 64-row block) are this
+# wide where the parts then fill the SMs as well as narrower ones would: a part's time is then its stream of B, read
+# 256 bytes of a k-row at a time rather than 128. mlp-b8's down projection (2 parts of 64-column tiles by
+# SM90_BLOCKS' fill rule, which knows nothing of the split; now 4 parts of 128 columns) took 44.9-45.4 us against
+# 47.5-47.9, the iteration 96.3 us against 98.6. At M = 64 (mlp-b64) the same parts' tiles took no less on average
+# and the iteration 101.6 against 100.7 (one H100 session: bench/results/h100/experiments/split_width/).
+SPLIT_PART_BN = 128
+
+
+def _parts(tiles: int, k: int, num_sms: int, least: int = 2) -> int:
     if 2 * tiles > num_sms:
         return 1
     for s in K_SPLITS:
@@ -242,10 +237,48 @@ def k_splits(m: int, n: int, k: int, dtype: str, num_sms: int, wgmma: bool = Tru
     return 1
 
 
-def split_block(m: int, n: int, kp: int, dtype: str, num_sms: int, wgmma: bool = True) -> tuple[int, int]:
-    """The output block of a split-K part's tiles (K = kp each): the wgmma tile's, or a skinny matmul's
-    SKINNY_PART_COLS columns for all its rows (gemv.cuh)."""
-    return sm90_matmul_block(m, n, kp, dtype, num_sms, wgmma) or (m, SKINNY_PART_COLS)
+def split_plan(m: int, n: int, k: int, dtype: str, num_sms: int, wgmma: bool = True) -> tuple[int, tuple[int, int]]:
+    """(parts to cut a matmul's K into, the output block of a part's tiles); 1 part: no split.
+    Where the wgmma tile runs and its tiles fill at most half the SMs, or where a skinny matmul (gemv.cuh) would take
+    tiles narrower than SKINNY_PART_COLS: then the most parts whose tiles (SKINNY_PART_COLS wide for a skinny one,
+    and then enough parts that a tile reads no more of B than the narrow tile would) still fit on the SMs at once,
+    each a whole number of 64-wide slices and at least MIN_PART_K long. A wgmma part's block of a matmul of at most
+    SKINNY_ROWS rows is widened to SPLIT_PART_BN columns where more parts then make as many tiles. (Each part's sums go to fp32 memory and a sum op
+    adds them: worth it only where SMs would otherwise sit idle, or read narrow tiles, through a long K.)"""
+    block = sm90_matmul_block(m, n, k, dtype, num_sms, wgmma)
+    if block is None:
+        width = skinny_cols(n, num_sms)
+        if not skinny(m) or width >= SKINNY_PART_COLS:
+            return 1, (m, width)
+        part = (m, SKINNY_PART_COLS)
+        least = -(-min(n, SKINNY_PART_COLS) // width)  # a part's tile reads no more of B than the unsplit tile
+        return _parts(-(-n // SKINNY_PART_COLS), k, num_sms, least), part
+
+    def tiles(b: tuple[int, int]) -> int:
+        return -(-m // b[0]) * -(-n // b[1])
+
+    parts = _parts(tiles(block), k, num_sms)
+    wide = (block[0], SPLIT_PART_BN)
+    if parts > 1 and m <= SKINNY_ROWS and block[1] < SPLIT_PART_BN <= n:
+        more = _parts(tiles(wide), k, num_sms)
+        if tiles(wide) * more >= tiles(block) * parts:
+            return more, wide
+    return parts, block
+
+
+def k_splits(m: int, n: int, k: int, dtype: str, num_sms: int, wgmma: bool = True) -> int:
+    """Parts to cut a matmul's K into (1: none); see split_plan."""
+    return split_plan(m, n, k, dtype, num_sms, wgmma)[0]
+
+
+def split_block(m: int, n: int, k: int, parts: int, dtype: str, num_sms: int, wgmma: bool = True) -> tuple[int, int]:
+    """The output block of the tiles of a matmul's K cut into `parts` (K // parts each): split_plan's where it cuts
+    that many, else the wgmma tile's for the part's K, or a skinny matmul's SKINNY_PART_COLS columns for all its
+    rows (gemv.cuh)."""
+    chosen, block = split_plan(m, n, k, dtype, num_sms, wgmma)
+    if chosen == parts:
+        return block
+    return sm90_matmul_block(m, n, k // parts, dtype, num_sms, wgmma) or (m, SKINNY_PART_COLS)
 
 
 def block_order(m: int, n: int, bm: int, bn: int, num_sms: int) -> list[tuple[int, int, int, int]]:
@@ -289,7 +322,7 @@ def op_tiles(model: Model, op: Op, first_id: int, num_sms: int, sm_copy: bool = 
         a, b = ins[:2]
         parts = op.attr("k_splits")
         m, n, kp = a.rows, b.cols, a.cols // parts
-        bm, bn = split_block(m, n, kp, a.dtype, num_sms, wgmma)
+        bm, bn = split_block(m, n, a.cols, parts, a.dtype, num_sms, wgmma)
         for s in range(parts):
             k0, k1 = s * kp, (s + 1) * kp
             for r0, r1 in _chunks(m, bm):

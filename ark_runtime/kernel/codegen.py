@@ -17,7 +17,7 @@ from ark_runtime.model import DTYPE_BYTES, Model, ModelError, Op, Tensor
 from ark_runtime.kernel.records import layout_checks
 from ark_runtime.plan import Plan
 from ark_runtime.tiling import (OFF, SKINNY_PART_COLS, SM90_BK, attention_block, matmul_block, row_team, skinny,
-                                skinny_cols, sm90_matmul_block)
+                                skinny_cols, sm90_matmul_block, split_block)
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 HEADERS = ("numeric.cuh", "elementwise.cuh", "rows.cuh", "matmul.cuh", "matmul_sm90.cuh", "gemv.cuh", "attention.cuh",
@@ -429,11 +429,10 @@ class _Gen:
         part = (f"const int s = r0 / {m}; const long long k0 = (long long)s * {kp};\n"
                 f"      const {ct}* pa = {x[0]} + k0; const {ct}* pb = {x[1]} + k0 * {n}; "
                 f"float* po = {o} + (long long)s * {m * n};")
-        block = sm90_matmul_block(m, n, kp, a.dtype, self.plan.num_sms, self.wgmma_ok)
-        if block is None:  # tiling.split_block's skinny part
+        if sm90_matmul_block(m, n, kp, a.dtype, self.plan.num_sms, self.wgmma_ok) is None:  # a skinny part
             call = self._gemv_call(op, a.dtype, m, n, kp, SKINNY_PART_COLS, "pa", "pb", "po", k)
             return f"{{\n      {part}\n      {call}\n      }}"
-        bm, bn = block
+        bm, bn = split_block(m, n, k, parts, a.dtype, self.plan.num_sms, self.wgmma_ok)
         stages, smem = sm90_stages(bm, bn, kp), matmul_sm90_smem(bm, bn, kp)
         self.wgmma = True
         self.smem = max(self.smem, smem)

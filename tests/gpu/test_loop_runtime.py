@@ -236,6 +236,19 @@ def test_named_models_match_the_reference(gpu, name):
     _check(m)
 
 
+def test_a_padded_down_projection_in_wide_split_parts(gpu):
+    """mlp-b8's shape of down projection (8 rows, K 4096 here): on 132 SMs its K in 4 parts of 128-column tiles
+    (tiling.SPLIT_PART_BN), each tile's fp32 sums added by the split_sum."""
+    from ark_runtime import models
+    from ark_runtime.tiling import SPLIT_PART_BN
+
+    rt = _check(models.mlp(8, hidden=4096, inner=4096))
+    split = next(o for o in rt.model.ops if o.kind == "matmul" and o.attr("k_splits"))
+    widths = {t["writes"][4] - t["writes"][3] for t in rt.plan.tiles if t["op"] == split.id}
+    if rt.plan.num_sms == 132:
+        assert split.attr("k_splits") == 4 and widths == {SPLIT_PART_BN}
+
+
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_activation_chains_at_every_place_a_thread_holds(gpu, dtype):
     """A fused chain computes GELU's and SiLU's reciprocal on the SFU for some of the elements a thread holds and

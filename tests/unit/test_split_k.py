@@ -16,8 +16,8 @@ from ark_runtime.plan import build_plan
 from ark_runtime.reference import evaluate, run_plan
 from ark_runtime.scheduler import DeviceSpec
 from ark_runtime.split_k import split_k
-from ark_runtime.tiling import (MIN_PART_K, SKINNY_PART_COLS, SM90_BK, k_splits, skinny_cols, sm90_matmul_block,
-                                split_block)
+from ark_runtime.tiling import (MIN_PART_K, SKINNY_PART_COLS, SKINNY_ROWS, SM90_BK, SPLIT_PART_BN, k_splits, skinny_cols,
+                                sm90_matmul_block, split_block)
 
 H100 = DeviceSpec(num_sms=132, wgmma=True)
 
@@ -40,6 +40,10 @@ def test_the_named_models_split_only_their_short_matmuls():
     assert max(split.values()) == 4  # the down projection: 32 tiles of K 4096
     mlp = split_k(fuse(models.mlp(64)), H100)
     assert [o.attr("k_splits") for o in mlp.ops if o.kind == "matmul"] == [None, 2]
+    assert split_block(64, 4096, 16384, 2, "bf16", 132) == (64, 64)
+    b8 = split_k(fuse(models.mlp(8)), H100)  # A mostly padding: 128-column parts, twice as many
+    assert [o.attr("k_splits") for o in b8.ops if o.kind == "matmul"] == [None, 4]
+    assert split_block(8, 4096, 16384, 4, "bf16", 132) == (64, SPLIT_PART_BN)
     b1 = split_k(fuse(models.mlp(1)), H100)  # the down projection's 32 gemv tiles of 128 columns, K 16384
     assert [o.attr("k_splits") for o in b1.ops if o.kind == "matmul"] == [None, 4]
     for name in ("block-s512", "matmul8192"):  # tiles enough
@@ -64,6 +68,32 @@ def test_the_split_rule(m, k, n, sms):
     assert k_splits(m, n, k, "fp32", sms) == 1 and k_splits(m, n, k, "bf16", sms, wgmma=False) == 1
 
 
+def _fits(tiles: int, k: int, sms: int) -> list[int]:
+    return [p for p in (8, 4, 2) if 2 * tiles <= sms and tiles * p <= sms and k % (p * SM90_BK) == 0
+            and k // p >= MIN_PART_K]
+
+
+@settings(max_examples=80, deadline=None)
+@given(m=st.integers(5, 16), k=st.sampled_from([1024, 2048, 4096, 8192, 16384, 4160]),
+       n=st.integers(1, 160).map(lambda v: 32 * v), sms=st.sampled_from([8, 32, 66, 132]))
+def test_the_split_rule_of_padded_wgmma_matmuls(m, k, n, sms):
+    """M <= SKINNY_ROWS on the wgmma tile: the parts' block widened to SPLIT_PART_BN columns where the split then
+    makes as many tiles as with the fill rule's narrower block; otherwise the rule above."""
+    block = sm90_matmul_block(m, n, k, "bf16", sms)
+    assert block is not None and m <= SKINNY_ROWS
+    narrow = -(-n // block[1])
+    s = k_splits(m, n, k, "bf16", sms)
+    p = (_fits(narrow, k, sms) or [1])[0]
+    wide = -(-n // SPLIT_PART_BN)
+    q = (_fits(wide, k, sms) or [1])[0]
+    if p > 1 and block[1] < SPLIT_PART_BN <= n and q > 1 and wide * q >= narrow * p:
+        assert (s, split_block(m, n, k, s, "bf16", sms)) == (q, (block[0], SPLIT_PART_BN))
+    else:
+        assert s == p
+        if s > 1:
+            assert split_block(m, n, k, s, "bf16", sms) == block
+
+
 @settings(max_examples=60, deadline=None)
 @given(m=st.integers(1, 16), k=st.sampled_from([512, 1024, 2048, 4096, 16384, 1000, 4160]),
        n=st.integers(1, 160).map(lambda v: 32 * v), sms=st.sampled_from([8, 32, 132]),
@@ -81,7 +111,7 @@ def test_the_split_rule_of_skinny_matmuls(m, k, n, sms, dtype, wgmma):
         assert s == 1
     else:
         assert s == fits[0]
-        assert split_block(m, n, k // s, dtype, sms, wgmma) == (m, SKINNY_PART_COLS)
+        assert split_block(m, n, k, s, dtype, sms, wgmma) == (m, SKINNY_PART_COLS)
 
 
 @pytest.mark.parametrize(("m", "k", "n"), [(100, 2048, 136), (17, 4096, 64), (300, 2048, 200), (1, 4096, 512),
@@ -95,6 +125,19 @@ def test_a_split_matmul_computes_the_matmul_tile_by_tile(m, k, n):
     want = evaluate(model, inputs)[model.outputs[0]]
     got = run_plan(plan, runs, inputs)[runs.outputs[0]]
     assert not np.isnan(got).any()
+    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-10, atol=1e-9)
+
+
+def test_a_padded_matmul_split_in_wide_parts_computes_the_matmul_tile_by_tile():
+    spec = DeviceSpec(num_sms=8, wgmma=True)
+    model = _matmul(8, 4096, 256)
+    runs = split_k(model, spec)
+    plan = build_plan(runs, spec)
+    parts = [t for t in plan.tiles if t["op"] == 0]
+    assert len(parts) == 8 and {t["writes"][4] - t["writes"][3] for t in parts} == {SPLIT_PART_BN}
+    inputs = _inputs(model)
+    want = evaluate(model, inputs)[model.outputs[0]]
+    got = run_plan(plan, runs, inputs)[runs.outputs[0]]
     np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-10, atol=1e-9)
 
 
