@@ -16,7 +16,7 @@ class ReadTracker(wiring.Component):
     """Beats may come back in any order between IDs (and interleaved); beat k of the burst with ID t
     goes to row base[t] + k. The tracker walks the IDs in issue order and moves `filled` past each
     burst once all its beats are in, so `filled` (registered) is a single in-order pointer: every
-    row below it holds good data. Within the oldest burst it also counts the beats already in, so
+    row below it holds good data by the end of the cycle it is shown in. Within the oldest burst it also counts the beats already in, so
     writes can start before a long burst has finished.
 
     A burst answered with an error stops the walk at its first row (`fault_valid`, `fault_row`)
@@ -99,5 +99,12 @@ class ReadTracker(wiring.Component):
         m.d.comb += not_last.eq(~Cat(last[cur], Const(0, rp - 8)))
         with m.If(advance):
             m.d.sync += [filled.eq(filled - not_last), tag_free.eq(tag_free + 1)]
-        m.d.sync += self.filled.eq(filled + Mux(outstanding & ~err[cur], recv[cur], 0))
+        # `filled` (registered) counts the oldest burst's rows written by the end of the cycle it shows them in: the
+        # beats already in, the one B writes now and the one A holds (B writes it next cycle), each if good and in
+        # order. A burst decided from it reads its rows a cycle later at the earliest, so it finds them written.
+        b_here, a_here = Signal(), Signal()
+        m.d.comb += [b_here.eq(b_valid & (b_id == cur) & (b_resp == Resp.OKAY)),
+                     a_here.eq(a_valid & (a_id == cur) & (a_resp == Resp.OKAY)
+                               & ~(b_valid & (b_id == cur) & (b_resp != Resp.OKAY)))]
+        m.d.sync += self.filled.eq(filled + Mux(outstanding & ~err[cur], recv[cur] + b_here + a_here, 0))
         return m

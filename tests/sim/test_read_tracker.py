@@ -33,7 +33,9 @@ class Burst:
         return any(r != Resp.OKAY for r in self.resp)
 
 
-@pytest.mark.parametrize(("seed", "error_rate"), [(1, 0.0), (2, 0.0), (3, 0.03), (4, 0.1)])
+# 0.3: error beats often followed at once by a good beat of the same burst, which must not be counted as filled
+# (seeds whose runs the model's fault-port check, written for rarer errors, follows to the end)
+@pytest.mark.parametrize(("seed", "error_rate"), [(1, 0.0), (2, 0.0), (3, 0.03), (4, 0.1), (9, 0.3), (11, 0.3)])
 def test_rows_filled_in_order_and_faults_stop_the_walk(seed, error_rate):
     p = EngineParams(data_width=64, num_queues=2, slots=16, num_regions=8, reads_outstanding=8,
                      writes_outstanding=8, buffer_bytes=1024, max_burst_beats=8)
@@ -66,11 +68,6 @@ def test_rows_filled_in_order_and_faults_stop_the_walk(seed, error_rate):
                 oldest = bursts[retired]
                 assert oldest.failed and filled == oldest.base % (1 << rp), "filled went backwards"
             last_filled = filled
-            # every row below `filled` holds its data, except rows of failed bursts the planner acknowledged
-            for row in range(filled - rows if filled > rows else 0, filled):
-                owner = next(b for b in bursts if b.base <= row < b.base + b.beats)
-                if not owner.failed:
-                    assert written.get(row) == expect[row], f"row {row} counted as filled before its data was in"
 
             # the fault port: the oldest outstanding burst, if it failed and is complete
             ack = 0
@@ -130,6 +127,15 @@ def test_rows_filled_in_order_and_faults_stop_the_walk(seed, error_rate):
                 row = next(r for r in sorted(expect) if r % rows == addr and r not in written)
                 written[row] = data
                 state["writes"] += 1
+            # every row below `filled` holds its data by the end of this cycle (a read of it issued now returns it
+            # next cycle), except rows of failed bursts the planner acknowledged
+            for row in range(filled - rows if filled > rows else 0, filled):
+                owner = next(b for b in bursts if b.base <= row < b.base + b.beats)
+                if not owner.failed:
+                    assert written.get(row) == expect[row], f"row {row} counted as filled before its data was in"
+                elif owner.tag >= retired:  # not yet passed: only the rows before its first error beat count
+                    bad = owner.base + owner.resp.index(next(r for r in owner.resp if r != Resp.OKAY))
+                    assert row < bad, f"row {row}, of an error beat or after it, counted as filled"
             await ctx.tick()
             if len(bursts) == total and retired == total:
                 break
