@@ -215,7 +215,8 @@ class PcieRequester(wiring.Component):
         # beats in the store, not yet answered: bit Cat(beat, ID)
         stored = Signal(1 << (iw + bb))
         m.submodules.store = store = Memory(shape=self.data_width, depth=1 << (iw + bb), init=[])
-        store_w, store_r = store.write_port(), store.read_port(transparent_for=())
+        store_w = store.write_port()
+        store_r = store.read_port(transparent_for=(store_w,))
         expired_age = TIMEOUT_STEPS + 1
 
         # --- the completion timer: one prescaler, a small age per ID ---------------------------------------------
@@ -244,12 +245,14 @@ class PcieRequester(wiring.Component):
         m.d.comb += writer.max_payload.eq(self.max_payload)
 
         # --- reads: a burst cut into requests, one a cycle ---------------------------------------------------------
-        mrrs_code = Signal(SIZE_CODE_BITS)
-        mrrs_bytes = size_of(mrrs_code, self.max_read_bytes)
+        mrrs_code = Signal(SIZE_CODE_BITS)  # the size a burst is cut to, taken as its address is
         r_active = Signal()  # a burst's requests are being sent
+        mrrs_now = Signal(SIZE_CODE_BITS)
+        m.d.comb += mrrs_now.eq(Mux(r_active, mrrs_code, capped(self.max_read_req, self.max_read_bytes)))
+        mrrs_bytes = size_of(mrrs_now, self.max_read_bytes)
         r_addr, r_left, r_id = Signal(64), Signal(range(burst_bytes + 1)), Signal(iw)
         with m.If(~r_active):
-            m.d.sync += mrrs_code.eq(capped(self.max_read_req, self.max_read_bytes))
+            m.d.sync += mrrs_code.eq(mrrs_now)
         m.d.comb += mem.arready.eq(~r_active & (nxt[mem.arid] == end[mem.arid]))  # (an ID is taken again once idle)
         with m.If(mem.arvalid & mem.arready):
             a = mem.arid
@@ -260,9 +263,17 @@ class PcieRequester(wiring.Component):
                 with m.If(a == i):
                     # (after the timer above: an address in the cycle of a tick starts at age 0)
                     m.d.sync += [age_of[i].eq(0), stored[i << bb:(i + 1) << bb].eq(0)]
-        room = mrrs_bytes - (r_addr[:12] & (mrrs_bytes - 1))  # bytes to the next multiple of the size
+        # the burst whose next request may go now: the one being cut, or one whose address is taken in this cycle
+        # (its first request leaves with it, not a cycle later)
+        ar_fire = Signal()
+        q_addr, q_left, q_id = Signal(64), Signal.like(r_left), Signal(iw)
+        m.d.comb += [ar_fire.eq(mem.arvalid & mem.arready),
+                     q_addr.eq(Mux(r_active, r_addr, Cat(Const(0, lg), mem.araddr[lg:]))),
+                     q_left.eq(Mux(r_active, r_left, (mem.arlen + 1) << lg)),
+                     q_id.eq(Mux(r_active, r_id, mem.arid))]
+        room = mrrs_bytes - (q_addr[:12] & (mrrs_bytes - 1))  # bytes to the next multiple of the size
         n = Signal(range(request_bytes + 1))
-        m.d.comb += n.eq(Mux(r_left < room, r_left, room))
+        m.d.comb += n.eq(Mux(q_left < room, q_left, room))
         free = Signal(self.slots)  # slots no request awaits
         m.d.comb += free.eq(Cat(v == 0 for v in left_of))
         pool = Signal(SLOT_BITS)  # the lowest free slot: the next read request's
@@ -270,17 +281,17 @@ class PcieRequester(wiring.Component):
             with m.If(free[t]):
                 m.d.comb += pool.eq(t)
         read_valid, sent_read = Signal(), Signal()
-        m.d.comb += read_valid.eq(r_active & ~failed[r_id] & free.any())
+        m.d.comb += read_valid.eq(((r_active & ~failed[r_id]) | ar_fire) & free.any())
         with m.If(r_active & failed[r_id]):
             m.d.sync += r_active.eq(0)  # the burst failed: its other requests are not sent
 
         # --- RQ: a read request between two write requests, else the writer's beats ------------------------------
-        read_header = rq_header(r_addr, n[2:], MEM_READ, Cat(pool, gen[pool]))
+        read_header = rq_header(q_addr, n[2:], MEM_READ, Cat(pool, gen[pool]))
 
         def send_read():
             m.d.comb += sent_read.eq(1)
-            m.d.sync += [left[pool].eq(n), owner[pool].eq(r_id), r_addr.eq(r_addr + n), r_left.eq(r_left - n)]
-            with m.If(r_left == n):
+            m.d.sync += [left[pool].eq(n), owner[pool].eq(q_id), r_addr.eq(q_addr + n), r_left.eq(q_left - n)]
+            with m.If(q_left == n):
                 m.d.sync += r_active.eq(0)
 
         if self.rq_straddle:
@@ -289,10 +300,16 @@ class PcieRequester(wiring.Component):
             self._rq_beats(m, writer, read_valid, read_header, send_read)
 
         # --- the R side: each ID's beats in order from the store, SLVERR from the first missing one of a failed
-        # burst ---------------------------------------------------------------------------------------------------
+        # burst. A beat written into the store in this cycle may be answered in it (the read port sees the write). --
+        tag = Signal(iw)  # the ID the completion being taken answers (the RC side below)
+        widx = Signal(bb)  # the beat its next data is
+        stores = Signal()  # that beat is written into the store now
+        landing = Signal(1 << (iw + bb))
+        m.d.comb += landing.eq(Mux(stores, 1, 0) << Cat(widx, tag))
+        present = stored | landing
         ready = Signal(1 << iw)
         for i in ids:
-            here = stored[i << bb:(i + 1) << bb].bit_select(next_of[i][:bb], 1)
+            here = present[i << bb:(i + 1) << bb].bit_select(next_of[i][:bb], 1)
             m.d.comb += ready[i].eq((next_of[i] != end_of[i]) & (here | failed_of[i]))
         pick = Signal(iw)
         for i in reversed(ids):  # the lowest ready ID
@@ -305,7 +322,7 @@ class PcieRequester(wiring.Component):
         pick_next = Signal(range(beats + 1))
         m.d.comb += pick_next.eq(nxt[pick])
         beat_at = Cat(pick_next[:bb], pick)
-        here = stored.bit_select(beat_at, 1)
+        here = present.bit_select(beat_at, 1)
         m.d.comb += [store_r.addr.eq(beat_at), store_r.en.eq(fire)]
         with m.If(fire):
             last = pick_next + 1 == end[pick]
@@ -325,9 +342,7 @@ class PcieRequester(wiring.Component):
         # the bits above its count are zero.
         hold = dwords + per_beat
         acc, acc_n = Signal(32 * hold), Signal(range(hold + 1))
-        tag = Signal(iw)  # the ID the completion being taken answers
-        slot = Signal(SLOT_BITS)  # its request
-        widx = Signal(bb)  # the beat its next data is
+        slot = Signal(SLOT_BITS)  # the request of the completion being taken
         mid = Signal()  # inside a TLP: its next beat is not a start of packet
         dropping = Signal()  # the TLP delivers nothing
         timeouts, dropped = Signal(STATUS_BITS), Signal(STATUS_BITS)
@@ -341,12 +356,14 @@ class PcieRequester(wiring.Component):
 
         slot_left = Signal.like(left_of[0], name="slot_left")
         m.d.comb += slot_left.eq(left[slot])
-        emit, stores = Signal(), Signal()
+        emit = Signal()
         m.d.comb += [emit.eq(acc_n >= per_beat), stores.eq(emit & (slot_left != 0))]
         with m.If(stores):
             # (no request awaiting bytes: more data than the byte count said, a malformed TLP, not delivered)
             m.d.comb += [store_w.addr.eq(Cat(widx, tag)), store_w.en.eq(1), store_w.data.eq(acc[:self.data_width])]
-            m.d.sync += [stored.bit_select(Cat(widx, tag), 1).eq(1), widx.eq(widx + 1), left[slot].eq(slot_left - db)]
+            # (a beat answered in the cycle it lands is not kept)
+            m.d.sync += [stored.bit_select(Cat(widx, tag), 1).eq(~(fire & (beat_at == Cat(widx, tag)))),
+                         widx.eq(widx + 1), left[slot].eq(slot_left - db)]
         done = stores & (slot_left == db)  # the request's last bytes: its slot is free again
         # what stays after this cycle's beat: none between TLPs if less than a beat (a malformed tail)
         n_after = Signal(range(hold + 1))
@@ -400,13 +417,13 @@ class PcieRequester(wiring.Component):
             with m.If(failing & (fail_id == i)):
                 m.d.sync += out_of[i].eq(0)
             with m.Else():
-                m.d.sync += out_of[i].eq(out_of[i] + (sent_read & (r_id == i)) - (done & (tag == i)))
+                m.d.sync += out_of[i].eq(out_of[i] + (sent_read & (q_id == i)) - (done & (tag == i)))
         with m.If(failing):
             m.d.sync += failed[fail_id].eq(1)
             for t in slots:
                 # the ID's requests in flight, the one sent in this cycle too; after a timeout their late
                 # completions carry an old generation
-                mine = ((owner_of[t] == fail_id) & (left_of[t] != 0)) | (sent_read & (r_id == fail_id) & (pool == t))
+                mine = ((owner_of[t] == fail_id) & (left_of[t] != 0)) | (sent_read & (q_id == fail_id) & (pool == t))
                 with m.If(mine):
                     m.d.sync += left_of[t].eq(0)
                     with m.If(fail_timeout):

@@ -10,8 +10,10 @@ on the UltraScale+ PCIe block's RQ stream (256 or 512 bits, DWORD-aligned, no st
   requester adds the 512-bit stream's packet marks. With `straddle` (512 bits only) the requests leave as 256-bit
   halves, two a cycle, a request starting at either half (rtl/pcie_write_halves.py), instead of on `rq`.
 - Two gather buffers: the next burst's address and data are taken while the previous burst's requests are
-  still going out, so bursts follow each other on RQ without a gap. A burst's response is OKAY once its last
-  request is on the stream (PCIe writes are posted and stay in order); responses come in burst order.
+  still going out, so bursts follow each other on RQ without a gap. A burst's response is OKAY once its last beat
+  is in: its requests leave before those of any burst after it (PCIe writes are posted and stay in order), so a
+  write the engine makes after the response (its completion word) lands after the burst's data; the buffer is
+  free again once its last request is on the stream. Responses come in burst order.
 
 The buffers hold rows as wide as the stream, of DWORDs counted from the burst's address rounded down to a
 row: an engine beat fills its lanes of a row, and an RQ beat takes a row's worth of consecutive DWORDs from two
@@ -95,7 +97,8 @@ class PcieWriteSender(wiring.Component):
         def per_half(shape, name):
             return Array(Signal(shape, name=f"{name}{h}") for h in range(HALVES))
 
-        busy = per_half(1, "busy")  # its address is taken, its response not yet given
+        busy = per_half(1, "busy")  # its address is taken, its last request not yet out or its response not given
+        answered = per_half(1, "answered")  # its response is given
         full = per_half(1, "full")  # its last beat is in
         sent = per_half(1, "sent")  # its last request is out
         addr, wid = per_half(64, "addr"), per_half(self.id_width, "id")
@@ -111,7 +114,8 @@ class PcieWriteSender(wiring.Component):
         # --- AW, W and B ---------------------------------------------------------------------------------------
         m.d.comb += axi.awready.eq(~busy[aw_at])
         with m.If(axi.awvalid & axi.awready):
-            m.d.sync += [busy[aw_at].eq(1), full[aw_at].eq(0), sent[aw_at].eq(0), addr[aw_at].eq(axi.awaddr),
+            m.d.sync += [busy[aw_at].eq(1), full[aw_at].eq(0), sent[aw_at].eq(0), answered[aw_at].eq(0),
+                         addr[aw_at].eq(axi.awaddr),
                          wid[aw_at].eq(axi.awid), count[aw_at].eq(0), aw_at.eq(~aw_at)]
 
         m.d.comb += axi.wready.eq(busy[w_at] & ~full[w_at])
@@ -130,9 +134,13 @@ class PcieWriteSender(wiring.Component):
             with m.If(axi.wlast):
                 m.d.sync += [full[w_at].eq(1), w_at.eq(~w_at)]
 
-        m.d.comb += [axi.bvalid.eq(busy[b_at] & sent[b_at]), axi.bid.eq(wid[b_at]), axi.bresp.eq(Resp.OKAY)]
+        for h in range(HALVES):
+            with m.If(busy[h] & sent[h] & answered[h]):
+                m.d.sync += busy[h].eq(0)
+        m.d.comb += [axi.bvalid.eq(busy[b_at] & full[b_at] & ~answered[b_at]), axi.bid.eq(wid[b_at]),
+                     axi.bresp.eq(Resp.OKAY)]
         with m.If(axi.bvalid & axi.bready):
-            m.d.sync += [busy[b_at].eq(0), b_at.eq(~b_at)]
+            m.d.sync += [answered[b_at].eq(1), b_at.eq(~b_at)]
 
         # --- the sender: the burst in buffer s_at, a request at a time -----------------------------------------
         mps_code = Signal(SIZE_CODE_BITS)

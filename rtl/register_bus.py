@@ -68,6 +68,9 @@ class BusToAxi(wiring.Component):
                 m.d.comb += [a.bready.eq(1), a.rready.eq(1)]  # drain what a timed-out slave still sends
                 m.d.sync += [timer.eq(0), addr_done.eq(0), w_done.eq(0)]
                 with m.If(bus.valid & ~bus.ready & bus.write):
+                    # a write's address and data are offered at once, not a cycle later from WRITE
+                    m.d.comb += [a.awvalid.eq(1), a.wvalid.eq(1)]
+                    m.d.sync += [addr_done.eq(a.awready), w_done.eq(a.wready)]
                     m.next = "WRITE"
                 with m.If(bus.valid & ~bus.ready & ~bus.write):
                     m.next = "READ"

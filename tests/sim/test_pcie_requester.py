@@ -168,9 +168,11 @@ class Harness:
         """A read request tag's generation bits."""
         return tag >> SLOT_BITS
 
-    def run(self, bench, responses: bool = False, reads: list[tuple[int, int, int]] = ()) -> None:
+    def run(self, bench, responses: bool = False, reads: list[tuple[int, int, int]] = (),
+            reads_after_a_write: bool = False) -> None:
         """Run `bench`; with `responses` write responses are taken as they come (into `responses`); `reads`
-        (ID, address, beats) are offered on AR one after another beside it."""
+        (ID, address, beats) are offered on AR one after another beside it (from the first write request beat on
+        RQ, with `reads_after_a_write`)."""
         sim = Simulator(self.dut)
         sim.add_clock(4e-9)
         sim.add_testbench(self._r_sink, background=True)
@@ -180,6 +182,8 @@ class Harness:
         if reads:
             async def offer(ctx):
                 mem = self.dut.mem
+                while reads_after_a_write and not self.write_beats:
+                    await ctx.tick()
                 for rid, addr, beats in reads:
                     for signal, value in ((mem.arvalid, 1), (mem.arid, rid), (mem.araddr, addr),
                                           (mem.arlen, beats - 1)):
@@ -315,7 +319,7 @@ class Harness:
                     w_idle: float = 0.0) -> list[WriteTlp]:
         """A write burst of `nbytes` of `payload(start)` from byte address `start` (its strobes one contiguous
         range, idle cycles before a beat with chance `w_idle` each); the write requests sent for it, once its
-        response came. `sent_before_last`: how many had been sent when its last beat was offered."""
+        response came and they are out. `sent_before_last`: how many had been sent when its last beat was offered."""
         mem = self.dut.mem
         await self.offer_write(ctx, wid, start, nbytes, w_idle)
         ctx.set(mem.bready, 1)
@@ -328,6 +332,11 @@ class Harness:
         else:
             raise AssertionError(f"no write response in {within} cycles")
         ctx.set(mem.bready, 0)
+        # the response comes once the last beat is in; the requests may still be going out
+        for _ in range(within):
+            if sum(len(t.enabled()) for t in self.writes) >= nbytes:
+                break
+            await ctx.tick()
         got, self.writes = self.writes, []
         return got
 
@@ -855,8 +864,8 @@ def test_writes_go_out_as_their_data_comes_in(width):
 @pytest.mark.parametrize("rq_stall", [0.0, 0.3])
 def test_write_bursts_overlap_at_a_beat_a_cycle(rq_stall):
     """At 256 bits, write bursts offered back to back (odd starts and lengths among them): the next burst's
-    address and data are taken while the previous one's requests go out, every request is the model's, each
-    response comes after its burst's last request and in order; with RQ always ready the requests leave
+    address and data are taken while the previous one's requests go out, every request is the model's, the
+    responses come in order; with RQ always ready the requests leave
     without a gap (one header beat and eight DWORDs a beat after it)."""
     h = Harness(id_width=2, burst_beats=16, mps=128, rq_stall=rq_stall, seed=7, data_width=256)
     bursts = [(0x6_0000_0000 + 512 * k, 512) for k in range(6)]
@@ -864,7 +873,8 @@ def test_write_bursts_overlap_at_a_beat_a_cycle(rq_stall):
 
     async def bench(ctx):
         await offer_bursts_in_order(h, ctx, bursts)
-        assert h.addresses_taken[1] < h.responses[0][0], "the second burst waited for the first one's response"
+        first_out = h.write_beats[512 // 128 * 5 - 1]  # the first burst's last request beat: 4 requests of 5 beats
+        assert h.addresses_taken[1] < first_out, "the second burst waited for the first one's requests to go out"
         if rq_stall == 0:
             aligned = 6 * 512 // 128  # requests of the first six bursts, 5 beats each
             beats = h.write_beats[:5 * aligned]
@@ -924,7 +934,7 @@ def test_read_requests_go_between_write_requests(width, straddle):
             check_data(await h.burst(ctx, rid, beats), addr & -h.bb, bb=h.bb)
         assert not h.beats and ctx.get(h.dut.dropped) == 0
 
-    h.run(bench, responses=True, reads=reads)
+    h.run(bench, responses=True, reads=reads, reads_after_a_write=True)
 
 
 def test_completions_are_taken_a_beat_a_cycle():
@@ -1046,3 +1056,28 @@ def test_an_error_on_the_second_of_three_requests(case, width):
         check_data(await h.burst(ctx, 7, 128 // h.bb), 0x4000, bb=h.bb)
 
     h.run(bench)
+
+
+def test_write_response_comes_with_the_last_beat():
+    """A write burst's response comes once its last beat is in, while RQ still holds its requests back (they leave
+    before any later burst's, so what the engine writes after the response lands after them); a gather buffer is
+    taken again only once its requests are out, and every request is the model's."""
+    h = Harness(id_width=2, burst_beats=8, mps=128, rq_stall=1.0, seed=9, data_width=512)
+    bursts = [(0x6_0000_0000 + 64, 448), (0x6_0000_0000 + 512, 512), (0x6_0000_0000 + 1024, 256)]
+
+    async def bench(ctx):
+        for k, (start, nbytes) in enumerate(bursts[:2]):
+            await h.offer_write(ctx, k, start, nbytes)
+        await h.wait(ctx, 20)
+        assert [bid for _, bid in h.responses] == [0, 1], "a response waited for its requests"
+        assert not h.writes, "a request left while RQ was not ready"
+        h.rq_stall = 0.0
+        await h.offer_write(ctx, 2, *bursts[2])
+        assert h.addresses_taken[2] > h.write_beats[0], "a buffer was taken while its requests were still in it"
+        await h.wait(ctx, 100)
+        want = [w for start, nbytes in bursts for w in write_model(start, nbytes, 128)]
+        assert [(t.addr, t.dwords, t.first_be, t.last_be) for t in h.writes] == want
+        assert b"".join(t.enabled() for t in h.writes) == b"".join(payload(a, n) for a, n in bursts)
+        assert [bid for _, bid in h.responses] == [0, 1, 2]
+
+    h.run(bench, responses=True)
