@@ -36,8 +36,9 @@ from ark_runtime.fusion import fuse
 from ark_runtime.host_values import from_bits, to_bits
 from ark_runtime.kernel.codegen import INCLUDE_DIR, SM90_TMA_ENV, THREADS, generate, tensor_maps_at
 from ark_runtime.kernel.program import build_program, tensor_words
-from ark_runtime.kernel.records import (CONTROL_DTYPE, FAULT_NAMES, FINISHED_WORDS, GRAPH_POOL, GRAPH_WAIT_TIMEOUT,
-                                        GRAPH_WORDS, PROGRAM_DTYPE, RELAUNCH_FAILED, RING, expected_offsets)
+from ark_runtime.kernel.records import (CONTROL_DTYPE, FAULT_NAMES, FINISHED_WORDS, GRAPH_AHEAD, GRAPH_GATE, GRAPH_POOL,
+                                        GRAPH_WAIT_TIMEOUT, GRAPH_WORDS, PROGRAM_DTYPE, RELAUNCH_FAILED, RING,
+                                        expected_offsets)
 from ark_runtime.model import Model, ModelError
 from ark_runtime.plan import Plan, PlanError, build_plan
 from ark_runtime.profile import Profile, build_profile
@@ -52,6 +53,8 @@ DMA_ENGINES = ("card", "software-cuda")  # engines whose queues GPU code can pos
 # got 119 through): the kernel relaunches its graph every GRAPH_LAUNCHES_PER_RUN // (graph copies) iterations.
 GRAPH_LAUNCHES_PER_RUN = 118
 SPLIT_K_ENV = "ARK_SPLIT_K"  # "0": Runtime's default is split_k=False
+GRAPH_AHEAD_ENV = "ARK_GRAPH_AHEAD"  # "0": graph copies launched at the copy, never ahead behind a gate (copy.cuh)
+GATE_THREADS = 32  # ark_graph_gate's block
 
 
 TENSOR_ALIGN = 16  # bytes: where every tensor the kernel reads or writes must start
@@ -163,6 +166,7 @@ class Runtime:
         if split_k:  # matmuls too few tiles to fill the SMs, cut along K (split_k.py); bound names are kept
             self.model = split_k_matmuls(self.model, self._spec)
         self._engine = self._device = self._queue = None
+        self.graph_ahead = False  # graph copies launched ahead, held at a gate (_start; copy.cuh)
         self._graphs: list = []  # the graph copies' graphs, then the kernel's own (device_graphs.DeviceGraph)
         self._stream = None
         self._paths = self._choose_copy_paths(engine, copy_path)
@@ -205,9 +209,24 @@ class Runtime:
             if path.startswith("engine:"):
                 src, dst = model.ops[op].inputs[0], model.ops[op].output
                 self._copies[op] = (1, self._region(src), self._region(dst), 0)
+        self._gate = module.get_function("ark_graph_gate") if self._graph_ops else None
+        self.graph_ahead = self._gate is not None and not switched_off(GRAPH_AHEAD_ENV) and self._gate_fits()
         for g, op in enumerate(self._graph_ops):
-            self._copies[op] = (2, g, 0, 0)
+            self._copies[op] = (2, g, int(self.graph_ahead), 0)
         self._launch(budget_s)
+
+    def _gate_fits(self) -> bool:
+        """Whether ark_graph_gate can start while the loop kernel runs: a block of it fits beside the loop kernel's
+        on an SM, and the loop kernel uses no local memory (on the H100 we measured, while a kernel with any local
+        memory was resident no other kernel started, whatever room the SMs had). Else a copy launched ahead would
+        never start, and the kernel launches each graph copy at the copy, without a gate."""
+        from driver.gpu.launch import fit_together
+
+        props = self._cupy.cuda.runtime.getDeviceProperties(self._cupy.cuda.Device().id)
+        loop, gate = self._fn.attributes, self._gate.attributes
+        return loop["local_size_bytes"] == 0 and fit_together(
+            props, [(THREADS, loop["num_regs"], loop["shared_size_bytes"] + self.source.smem_bytes),
+                    (GATE_THREADS, gate["num_regs"], gate["shared_size_bytes"])])
 
     def _check_layout(self, module) -> None:
         out = self._cupy.zeros(len(expected_offsets()), self._cupy.uint64)
@@ -386,8 +405,26 @@ class Runtime:
         return tensor_words([p for p, _, _ in self._tensors], maps, tensor_maps_at(len(self._tensors)))
 
     def _build_copy_graphs(self) -> None:
-        """Per graph copy, GRAPH_POOL device-launchable graphs: the copy, then its token into its done word."""
+        """Per graph copy, GRAPH_POOL device-launchable graphs: (with graph_ahead, ark_graph_gate holding the copy
+        until the kernel opens its gate,) the copy, then its token into its done word."""
+        from cupy.cuda import driver
+
         from driver.gpu.device_graphs import DeviceGraphError, copy_graph
+
+        self._gate_args: list = []  # the gate launches' parameters, kept while the graphs live
+
+        def gate(words: int, k: int):
+            if not self.graph_ahead:
+                return None
+            args = (np.array([words], np.uint64), np.array([k], np.int32))
+            params = np.array([a.ctypes.data for a in args], np.uintp)
+            self._gate_args.append((args, params))
+
+            def record():  # by the driver: CuPy would launch it cooperatively (the module is built for that), and a
+                # cooperative grid does not start while the loop kernel's runs
+                driver.launchKernel(self._gate.kernel.ptr, 1, 1, 1, GATE_THREADS, 1, 1, 0, self._stream.ptr,
+                                    params.ctypes.data, 0)
+            return record
 
         words = self._arrays["graph_words"].data.ptr
         handles = np.zeros(len(self._graph_ops) * GRAPH_POOL, np.uint64)
@@ -398,7 +435,7 @@ class Runtime:
                 try:
                     graph = copy_graph(self._stream, self._tensors[dst][0], self._tensors[dst][2], self._tensors[src][0],
                                        self._tensors[src][2], self.model.tensors[dst].nbytes, base + 8 * (2 + k), base,
-                                       f"copy op {op} ({self.model.tensors[dst].name})")
+                                       f"copy op {op} ({self.model.tensors[dst].name})", gate(base, k))
                 except DeviceGraphError as exc:
                     raise LoopError(f"{exc}; use copy_path='sm' or 'engine'") from None
                 self._graphs.append(graph)
@@ -547,14 +584,30 @@ class Runtime:
     def _halt(self, grace_s: float = 5.0) -> None:
         """Ask the kernel to leave and wait (bounded) until it has."""
         self.control["stop"] = 1
-        deadline = time.monotonic() + grace_s
+        begun = time.monotonic()
+        deadline = begun + grace_s
+        opened = False
         while not self._stream.done:
+            if not opened and self.graph_ahead and time.monotonic() > begun + 0.2:
+                opened = self._open_gates()
             if time.monotonic() > deadline:
                 raise LoopError(f"the loop kernel of {self.model.name} did not leave within {grace_s:.0f} s of "
                                 "being stopped; the GPU may need a reset")
             time.sleep(1e-4)
         self._stream.synchronize()
         _RESIDENT.discard(self)
+
+    def _open_gates(self) -> bool:
+        """A kernel that left without opening the gate of a copy it launched ahead (copy.cuh's open_gates does it as
+        a CTA leaves) would keep its graph, so its stream, busy: the host opens it instead."""
+        words = self._arrays["graph_words"]
+        got = words.get(stream=self._io).reshape(-1, GRAPH_WORDS)
+        for g, row in enumerate(got):
+            if row[GRAPH_AHEAD] > row[GRAPH_GATE]:
+                words[g * GRAPH_WORDS + GRAPH_GATE:g * GRAPH_WORDS + GRAPH_GATE + 1].set(
+                    row[GRAPH_AHEAD:GRAPH_AHEAD + 1], stream=self._io)
+        self._io.synchronize()
+        return True
 
     def stop(self) -> None:
         """Let the kernel leave (after the iterations queued) and free what the runtime opened. Idempotent."""

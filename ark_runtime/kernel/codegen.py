@@ -491,8 +491,8 @@ class _Gen:
 LOOP = r"""
 namespace ark {
 /* The copy op: SM stores or the engine's queue, per the op's entry in p.copies (timed as every tile is). */
-__device__ unsigned long long copy_tile(const Program& p, const arkdma_queue& q, int tile, int op, const void* src,
-                                        void* dst, unsigned long long n) {
+__device__ __forceinline__ unsigned long long copy_tile(const Program& p, const arkdma_queue& q, int tile, int op,
+                                                        const void* src, void* dst, unsigned long long n) {
   const int4 how = p.copies[op];
   unsigned rc = ARKDMA_DEV_OK;
   if (how.x == 0) {
@@ -502,7 +502,8 @@ __device__ unsigned long long copy_tile(const Program& p, const arkdma_queue& q,
   } else if (threadIdx.x == 0) {
 #if ARK_GRAPH_COPIES
     if (how.x == 2) {
-      const unsigned d = graph_copy(p.graphs + how.y * GRAPH_POOL, p.graph_words + how.y * GRAPH_WORDS, p.budget_ns);
+      const unsigned d = graph_copy(p.graphs + how.y * GRAPH_POOL, p.graph_words + how.y * GRAPH_WORDS, p.budget_ns,
+                                    how.z != 0);
       return d == 0u ? 0ull : ((unsigned long long)FAULT_GRAPH << 32) | d;
     }
 #endif
@@ -512,7 +513,8 @@ __device__ unsigned long long copy_tile(const Program& p, const arkdma_queue& q,
 }
 }  // namespace ark
 
-extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(ark::Program p, arkdma_queue q) {
+extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(const __grid_constant__ ark::Program p,
+                                                                           const __grid_constant__ arkdma_queue q) {
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ int4 held[2 * ark::CHUNK];  // instructions [first, first + CHUNK) of this CTA's stream
 #if ARK_TENSORS_SHARED
@@ -554,6 +556,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(a
       __threadfence();  // what the host and the other CTAs wrote before go is visible to this CTA's loads
     }
     if (__syncthreads_or(stop)) break;
+#if ARK_GRAPH_COPIES
+    if (threadIdx.x == 0) ark::graph_ahead = go > it + 1 && it + 1 < first_it + p.segment_iterations;
+#endif
     for (int i = begin; i < end && !stop; ++i) {
       if (i < first || i >= first + ark::CHUNK) {  // the same on every thread: stage the next chunk
         __syncthreads();
@@ -583,7 +588,19 @@ extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(a
     if (__syncthreads_or(stop)) break;
     if (threadIdx.x == 0) ark::arrive(p, it, go);
   }
+#if ARK_GRAPH_COPIES
+  if (threadIdx.x == 0) ark::open_gates(p.copies, gen::NUM_OPS, p.graph_words);
+#endif
 }
+
+#if ARK_GRAPH_COPIES
+/* A gated copy graph's first node (copy.cuh): holds the copy until the gate reaches this launch's token. */
+extern "C" __global__ void ark_graph_gate(const unsigned long long* words, int k) {
+  const unsigned long long n = *(volatile const unsigned long long*)(words + 2 + k);
+  while (*(volatile const unsigned long long*)(words + ark::GRAPH_GATE) < n) {
+  }
+}
+#endif
 """
 
 
@@ -676,6 +693,7 @@ def generate(model: Model, plan: Plan, graph_copies: bool = False) -> KernelSour
             "namespace gen {",
             f"constexpr int SMEM_BYTES = {smem};  // dynamic shared memory at launch",
             f"constexpr int NUM_TENSORS = {len(model.tensors)};",
+            f"constexpr int NUM_OPS = {len(model.ops)};",
             f"constexpr int TENSOR_MAPS_AT = {tensor_maps_at(len(model.tensors))};  // words into p.tensors",
             f"#define ARK_TENSORS_SHARED {int(len(model.tensors) <= MAX_SHARED_TENSORS)}  // addresses in shared memory",
             "static_assert(SMEM_BYTES > 0, \"\");",
@@ -683,8 +701,9 @@ def generate(model: Model, plan: Plan, graph_copies: bool = False) -> KernelSour
             "",
             "/* Runs tile `tile` of op `op` on every thread of the CTA; non-zero (fault code << 32 | detail) when the",
             " * tile found bad input. */",
-            "__device__ unsigned long long run_tile(const ark::Program& p, const arkdma_queue& q, void* const* T, int tile,",
-            "                                       int op, int r0, int r1, int c0, int c1, unsigned char* smem) {",
+            "__device__ __forceinline__ unsigned long long run_tile(const ark::Program& p, const arkdma_queue& q,",
+            "                                                       void* const* T, int tile, int op, int r0, int r1, int c0,",
+            "                                                       int c1, unsigned char* smem) {",
             *(["  const int* io = OP_IO[op];"] if io_table else []),
             "  switch (op) {",
             *cases,
@@ -693,7 +712,7 @@ def generate(model: Model, plan: Plan, graph_copies: bool = False) -> KernelSour
             "}",
             "}  // namespace gen"]
     # copy_tile is declared after run_tile uses it: declare it first
-    proto = ("namespace ark { struct Program; __device__ unsigned long long copy_tile(const Program&, const arkdma_queue&, "
-             "int, int, const void*, void*, unsigned long long); }")
+    proto = ("namespace ark { struct Program; __device__ __forceinline__ unsigned long long copy_tile(const Program&, "
+             "const arkdma_queue&, int, int, const void*, void*, unsigned long long); }")
     text = "\n".join(head[:3 + len(HEADERS)] + [proto] + head[3 + len(HEADERS):]) + "\n" + LOOP
     return KernelSource(text, smem, graph_copies=graph_copies, tensor_maps=tuple(g.maps))

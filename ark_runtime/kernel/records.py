@@ -15,7 +15,9 @@ CONTROL_DTYPE = np.dtype([
 RING = 64  # loop.cuh: iterations one CTA may run ahead of the slowest (slots of the `finished` array)
 FINISHED_WORDS = RING + 4  # loop.cuh: the slots, then done, go, stop as seen, and where a relaunch goes on from
 GRAPH_POOL = 4  # copy.cuh: instances of each graph copy's graph, launched in turn
-GRAPH_WORDS = 2 + GRAPH_POOL  # copy.cuh: per graph copy, done, launches, and a token per instance
+GRAPH_GATE = 2 + GRAPH_POOL  # copy.cuh: per graph copy, done, launches, a token per instance, the gate, the launch
+GRAPH_AHEAD = 3 + GRAPH_POOL  # made ahead
+GRAPH_WORDS = 4 + GRAPH_POOL
 
 PROGRAM_POINTERS = ("ins", "stream_start", "members", "counters", "finished", "done_ns", "fault_flag", "tensors",
                     "tile_ns", "copies", "graphs", "graph_words")
@@ -36,7 +38,8 @@ def layout_checks() -> list[str]:
         out.append(f'static_assert(sizeof({cname}) == {dtype.itemsize}, "{cname} differs from records.py");')
         fields += [(cname, name) for name in dtype.names]
     for name, value in (("RING", RING), ("FINISHED_WORDS", FINISHED_WORDS), ("GRAPH_POOL", GRAPH_POOL),
-                        ("GRAPH_WORDS", GRAPH_WORDS), ("GRAPH_WAIT_TIMEOUT", GRAPH_WAIT_TIMEOUT),
+                        ("GRAPH_GATE", GRAPH_GATE), ("GRAPH_AHEAD", GRAPH_AHEAD), ("GRAPH_WORDS", GRAPH_WORDS),
+                        ("GRAPH_WAIT_TIMEOUT", GRAPH_WAIT_TIMEOUT),
                         ("RELAUNCH_FAILED", RELAUNCH_FAILED)):
         out.append(f'static_assert(ark::{name} == {value}, "ark::{name} differs from records.py");')
     body = "\n".join(f"  out[{i}] = (unsigned long long)((const char*)&{'c' if cname == 'ark::Control' else 'p'}.{name} - "

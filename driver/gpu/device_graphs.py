@@ -91,15 +91,19 @@ def capture(stream, record: Callable[[], None], what: str) -> DeviceGraph:
 
 
 def copy_graph(stream, dst: int, dst_kind: str, src: int, src_kind: str, nbytes: int, token: int, done: int,
-               what: str) -> DeviceGraph:
+               what: str, gate: Callable[[], None] | None = None) -> DeviceGraph:
     """A graph that copies `nbytes` from src to dst (a copy engine), then the 8-byte word at `token` into `done`
-    (GPU memory): a kernel that launched it sees the copy landed once `done` holds the token it wrote."""
+    (GPU memory): a kernel that launched it sees the copy landed once `done` holds the token it wrote. `gate`, if
+    given, enqueues a first node on `stream` (a kernel that returns when the copy may go: the launch can then be
+    made before the source is ready)."""
     from cupy.cuda import runtime
 
     if (src_kind, dst_kind) not in MEMCPY_KINDS:
         raise DeviceGraphError(f"{what}: memory kinds {src_kind!r} -> {dst_kind!r}; each is 'host' or 'device'")
 
     def record():
+        if gate is not None:
+            gate()
         runtime.memcpyAsync(dst, src, nbytes, MEMCPY_KINDS[src_kind, dst_kind], stream.ptr)
         runtime.memcpyAsync(done, token, 8, MEMCPY_KINDS["device", "device"], stream.ptr)
 

@@ -62,3 +62,18 @@ def require_gpu() -> None:
     reason = gpu_unavailable_reason()
     if reason:
         raise ArkdmaError(f"this needs a CUDA GPU: {reason}")
+
+
+REGISTER_UNIT = 256  # registers are given to a warp in units of this many (compute capability 7.0 to 9.0)
+
+
+def fit_together(props: dict, blocks: list[tuple[int, int, int]]) -> bool:
+    """Whether one block of each kernel in `blocks` (threads, registers a thread, shared memory in bytes, static and
+    dynamic) can be resident on one SM at once, from the device's properties (CuPy's getDeviceProperties): warps,
+    registers in REGISTER_UNIT per warp, shared memory with the driver's reserve per block, and blocks."""
+    warps = sum(-(-t // 32) for t, _, _ in blocks)
+    registers = sum(-(-t // 32) * -(-(r * 32) // REGISTER_UNIT) * REGISTER_UNIT for t, r, _ in blocks)
+    shared = sum(s + props.get("reservedSharedMemPerBlock", 1024) for _, _, s in blocks)
+    return (warps * 32 <= props["maxThreadsPerMultiProcessor"] and registers <= props["regsPerMultiprocessor"]
+            and shared <= props["sharedMemPerMultiprocessor"]
+            and len(blocks) <= props.get("maxBlocksPerMultiProcessor", 16))

@@ -128,3 +128,76 @@ def test_graph_runtime_then_plain_runtime(graphs):
         rt.run()
         rt.wait()
         np.testing.assert_array_equal(rt.get(m.tensors[m.outputs[0]].name), x)
+
+
+def _flip() -> Model:
+    """t = -s, bound to one buffer with s: every iteration changes the sign of what the copy moves."""
+    m = Model("flip")
+    t = m.unary("neg", m.input("s", (64, 1024), "fp32"))
+    m.output(t)
+    m.output(m.copy(t, "host"))
+    return m
+
+
+def test_copies_launched_ahead_carry_their_own_iteration(graphs):
+    """Back to back, each iteration's graph copy is launched during the iteration before and held at its gate
+    (copy.cuh) until its tile runs. The source changes sign every iteration, so a copy that went before its gate
+    opened would land the iteration before's, of the other sign; 200 iterations pass relaunches of the kernel's
+    graph, where nothing is launched ahead."""
+    import cupy
+
+    from ark_runtime.runtime import Runtime
+
+    m = _flip()
+    x = np.random.default_rng(5).standard_normal((64, 1024)).astype(np.float32)
+    buf = cupy.asarray(x)
+    t, host = (m.tensors[o].name for o in m.outputs)
+    with Runtime(m, copy_path="graph", bind={"s": buf, t: buf}) as rt:
+        assert rt.graph_ahead, "a copy model leaves room beside the loop kernel for the gate"
+        done = 0
+        for n in (1, 2, 7, 64, 200):
+            rt.run(n)
+            rt.wait(timeout=30)
+            done += n
+            np.testing.assert_array_equal(rt.get(host), x * (-1.0) ** done, err_msg=f"after {done} iterations")
+
+
+def test_without_launches_ahead_the_copies_are_the_same(graphs, monkeypatch):
+    import cupy
+
+    from ark_runtime.runtime import Runtime
+
+    monkeypatch.setenv("ARK_GRAPH_AHEAD", "0")
+    m = _flip()
+    x = np.random.default_rng(6).standard_normal((64, 1024)).astype(np.float32)
+    buf = cupy.asarray(x)
+    t, host = (m.tensors[o].name for o in m.outputs)
+    with Runtime(m, copy_path="graph", bind={"s": buf, t: buf}) as rt:
+        assert not rt.graph_ahead
+        rt.run(9)
+        rt.wait(timeout=30)
+        np.testing.assert_array_equal(rt.get(host), -x)
+
+
+def test_a_kernel_stopped_mid_run_releases_its_launch_ahead(graphs):
+    """Stopped by the host's timeout in the middle of a long run, with the next copy launched and held at its gate:
+    the kernel opens the gate as it leaves, so it leaves, its graphs close and the GPU runs the next kernel."""
+    from ark_runtime import models
+    from ark_runtime.runtime import LoopTimeout, Runtime
+
+    m = models.copy_out(1 << 20)
+    rt = Runtime(m, copy_path="graph")
+    try:
+        assert rt.graph_ahead
+        rt.run(1_000_000)
+        with pytest.raises(LoopTimeout):
+            rt.wait(timeout=0.3)
+        assert rt._stream.done
+    finally:
+        rt.stop()
+    x = np.arange(2048, dtype=np.float32)
+    with Runtime(models.copy_out(8192), copy_path="graph") as rt:
+        rt.set("x", x)
+        rt.run(3)
+        rt.wait()
+        np.testing.assert_array_equal(rt.get(rt.model.tensors[rt.model.outputs[0]].name), x)

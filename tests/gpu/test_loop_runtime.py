@@ -544,3 +544,33 @@ def test_elementwise_chains_fused_into_matmul_stores(gpu, dtype, rows):
     m.output(m.add(m.unary("silu", m.add(m.matmul(x, w), bias)), res))
     rt = _check(m, iterations=2)
     assert [o.kind for o in rt.model.ops] == ["matmul"] and rt.model.ops[0].attr("epilogue")
+
+
+def test_a_kernel_on_another_stream_runs_beside_the_loop_kernel(gpu):
+    """While a kernel with any local memory is resident no other kernel starts (measured on an H100,
+    bench/results/h100/experiments/graph_ahead/); the loop kernel has none (test_loop_local_memory.py), so a kernel
+    already loaded runs on another stream while it is resident."""
+    import time
+
+    import cupy
+
+    from ark_runtime.runtime import Runtime
+
+    m = Model("beside")
+    m.output(m.unary("neg", m.input("x", (64, 64), "fp32")))
+    add_one = cupy.ElementwiseKernel("float32 a", "float32 b", "b = a + 1", "ark_test_add_one")
+    a, b = cupy.zeros(1024, cupy.float32), cupy.zeros(1024, cupy.float32)
+    add_one(a, b)  # loaded, and launched once, before the loop kernel is resident
+    a.fill(1.0)
+    cupy.cuda.Device().synchronize()
+    other = cupy.cuda.Stream(non_blocking=True)
+    with Runtime(m) as rt:
+        with other:
+            add_one(a, b)
+        t0 = time.monotonic()
+        while not other.done and time.monotonic() - t0 < 5.0:
+            time.sleep(1e-3)
+        assert other.done, "a kernel on another stream did not run while the loop kernel was resident"
+        rt.run(2)
+        rt.wait()
+    assert float(b[0]) == 2.0

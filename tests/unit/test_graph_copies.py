@@ -8,7 +8,7 @@ import pytest
 
 from ark_runtime import models
 from ark_runtime.kernel.codegen import INCLUDE_DIR, generate
-from ark_runtime.kernel.records import GRAPH_POOL, GRAPH_WORDS, layout_checks
+from ark_runtime.kernel.records import GRAPH_AHEAD, GRAPH_GATE, GRAPH_POOL, GRAPH_WORDS, layout_checks
 from ark_runtime.model import Model
 from ark_runtime.plan import build_plan
 from ark_runtime.scheduler import DeviceSpec
@@ -31,6 +31,7 @@ def test_a_kernel_with_graph_copies_compiles_as_relocatable_code(arch, model):
 
     src = generate(model, build_plan(model, DeviceSpec(num_sms=132)), graph_copies=True)
     assert src.graph_copies and "#define ARK_GRAPH_COPIES 1" in src.text
+    assert 'extern "C" __global__ void ark_graph_gate(' in src.text  # a gated copy graph's first node
     assert compile.cubin(src.text, arch, (f"-I{INCLUDE_DIR}", "-rdc=true"))[:4] == b"\x7fELF"
 
 
@@ -42,7 +43,7 @@ def test_only_kernels_with_graph_copies_launch_graphs():
     m = models.copy_out(8192)
     plain = generate(m, build_plan(m, DeviceSpec(num_sms=132)))
     assert not plain.graph_copies and "#define ARK_GRAPH_COPIES 0" in plain.text
-    compile.cubin(plain.text, "sm_90", (f"-I{INCLUDE_DIR}",))
+    assert b"ark_graph_gate" not in compile.cubin(plain.text, "sm_90", (f"-I{INCLUDE_DIR}",))
     with_graphs = generate(m, build_plan(m, DeviceSpec(num_sms=132)), graph_copies=True)
     with pytest.raises(compile.CompileError):
         compile.cubin(with_graphs.text, "sm_90", (f"-I{INCLUDE_DIR}",))
@@ -50,7 +51,8 @@ def test_only_kernels_with_graph_copies_launch_graphs():
 
 def test_the_graph_constants_are_checked_in_every_kernel():
     checks = "\n".join(layout_checks())
-    for name, value in (("GRAPH_POOL", GRAPH_POOL), ("GRAPH_WORDS", GRAPH_WORDS), ("FINISHED_WORDS", None)):
+    for name, value in (("GRAPH_POOL", GRAPH_POOL), ("GRAPH_WORDS", GRAPH_WORDS), ("GRAPH_GATE", GRAPH_GATE),
+                        ("GRAPH_AHEAD", GRAPH_AHEAD), ("FINISHED_WORDS", None)):
         assert f"ark::{name} ==" in checks
         if value is not None:
             assert f"ark::{name} == {value}" in checks
@@ -79,3 +81,23 @@ def test_the_device_runtime_is_found_where_the_gpu_extra_puts_it():
     if path is None:
         pytest.skip("no libcudadevrt.a here (the gpu extra's nvidia-cuda-runtime wheel is not installed)")
     assert path.name == "libcudadevrt.a" and path.stat().st_size > 0
+
+
+H100_SM = {"maxThreadsPerMultiProcessor": 2048, "regsPerMultiprocessor": 65536, "sharedMemPerMultiprocessor": 233472,
+           "reservedSharedMemPerBlock": 1024, "maxBlocksPerMultiProcessor": 32}
+
+
+@pytest.mark.parametrize(("loop", "fits"), [
+    ((256, 156, 200 * 1024), True),  # a matmul model's loop kernel
+    ((256, 168, 227 * 1024), False),  # the opt-in maximum of shared memory: nothing left for the gate's block
+    ((256, 255, 1024), False),  # 255 registers a thread: the warps' units take all 65,536
+    ((2048, 32, 0), False),  # every warp slot
+    ((256, 224, 225 * 1024), True),
+])
+def test_the_gate_runs_beside_the_loop_kernel_only_where_an_sm_has_room(loop, fits):
+    """Runtime launches graph copies ahead only where ark_graph_gate's block (32 threads) fits beside the loop
+    kernel's: else a launch made ahead would never start."""
+    from driver.gpu.launch import fit_together
+
+    assert fit_together(H100_SM, [loop, (32, 16, 0)]) is fits
+    assert fit_together(H100_SM, [loop]) is (loop[0] <= 2048)

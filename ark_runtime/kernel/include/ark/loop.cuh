@@ -129,7 +129,7 @@ __device__ __forceinline__ bool stopping(const Program& p) {
 
 /* One lane spins until counter word `word` reaches `target`; false when it gave up (fault recorded, naming
  * the counter waited on) or was stopped. Acquire loads: what the signalling tile wrote is visible after. */
-__device__ bool spin_until(const Program& p, int word, unsigned long long target, int tile, int counter,
+__device__ __forceinline__ bool spin_until(const Program& p, int word, unsigned long long target, int tile, int counter,
                            unsigned long long t0) {
   unsigned spins = 0;
   while (true) {
@@ -152,7 +152,7 @@ __device__ bool spin_until(const Program& p, int word, unsigned long long target
  * waits cost one read of the member list and one acquire load, in parallel, however many tiles they cover (warp 0
  * alone took a round trip to L2 per 32 words, and each word's member id is another). True on this thread when its
  * words were met; the caller ORs the failures over the CTA. */
-__device__ bool wait_all(const Program& p, const int4* w, int count, unsigned long long it) {
+__device__ __forceinline__ bool wait_all(const Program& p, const int4* w, int count, unsigned long long it) {
   const int t = threadIdx.x, nt = blockDim.x;
   const unsigned long long t0 = arkdma::now_ns();
   bool ok = true;
@@ -219,7 +219,7 @@ __device__ __forceinline__ void arrive(const Program& p, unsigned long long it, 
 #if ARK_GRAPH_COPIES
 /* CTA 0's thread 0 at the end of a run of the kernel's graph: queue the graph again (unless stopping) to go on
  * from iteration `it`. */
-__device__ void relaunch(const Program& p, unsigned long long it) {
+__device__ __forceinline__ void relaunch(const Program& p, unsigned long long it) {
   if (stopping(p) || host_stop(p)) return;
   p.finished[SEGMENT_AT] = it;
   __threadfence();
