@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from amaranth import Module, ResetInserter, Signal
 from amaranth.lib import memory, wiring
-from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from rtl.axi import axi_lite_signature, axi_signature, join
@@ -12,6 +12,7 @@ from rtl.axil_slave import AxiLiteSlave
 from rtl.completion import CompletionUnit
 from rtl.completion_writer import CompletionWriter
 from rtl.error_log import ErrorLog
+from rtl.fall_through import FallThroughFIFO
 from rtl.records import centry_layout, job_layout, wentry_layout
 from rtl.params import ADDR_WIDTH, EngineParams
 from rtl.queues import Queues
@@ -120,9 +121,11 @@ class Engine(wiring.Component):
         wiring.connect(m, cw.region, regions.cw)
 
         # validator -> read engine -> write planner
-        jobq = m.submodules.jobq = SyncFIFO(width=job_layout(p.queue_bits, rp).size, depth=JOB_QUEUE)
-        wiring.connect(m, validator.job, jobq.w_stream)
-        wiring.connect(m, jobq.r_stream, reader.job)
+        # the job queue and the write entries fall through while empty: a doorbell's first read and a burst's first
+        # beat each start a cycle sooner
+        jobq = m.submodules.jobq = FallThroughFIFO(job_layout(p.queue_bits, rp).size, JOB_QUEUE)
+        wiring.connect(m, validator.job, jobq.w)
+        wiring.connect(m, jobq.r, reader.job)
         wjobq = m.submodules.wjobq = SyncFIFOBuffered(width=job_layout(p.queue_bits, rp).size,
                                                   depth=max(16, p.reads_outstanding))
         wiring.connect(m, reader.wjob, wjobq.w_stream)
@@ -133,17 +136,20 @@ class Engine(wiring.Component):
         wiring.connect(m, reader.tag, tracker.tag)
         join(m, reader.ar, self.mem)
         join(m, tracker.r, self.mem)
-        wiring.connect(m, tracker.buf, buf.write_port())
+        buf_w = buf.write_port()
+        wiring.connect(m, tracker.buf, buf_w)
         m.d.comb += reader.row_free.eq(wdata.row_free)
 
         # writes: a burst goes out once its rows are filled; data from the buffer, realigned
         m.d.comb += [planner.filled.eq(tracker.filled), planner.row_alloc.eq(reader.row_alloc),
                      wdata.filled.eq(tracker.filled)]
         wiring.connect(m, tracker.fault, planner.fault)
-        went = m.submodules.went = SyncFIFO(width=wentry_layout(p.data_bytes, rp).size, depth=W_ENTRIES)
-        wiring.connect(m, planner.went, went.w_stream)
-        wiring.connect(m, went.r_stream, wdata.went)
-        wiring.connect(m, wdata.buf, buf.read_port())
+        went = m.submodules.went = FallThroughFIFO(wentry_layout(p.data_bytes, rp).size, W_ENTRIES)
+        wiring.connect(m, planner.went, went.w)
+        wiring.connect(m, went.r, wdata.went)
+        # a row may be read in the cycle the tracker writes it: `filled` counts it then, and the write entries fall
+        # through to the write-data generator in the cycle the planner decides the burst
+        wiring.connect(m, wdata.buf, buf.read_port(transparent_for=(buf_w,)))
         centq = m.submodules.centq = SyncFIFOBuffered(width=centry_layout(p.queue_bits).size, depth=p.writes_outstanding)
         wiring.connect(m, planner.cent, centq.w_stream)
         # the completion unit reads its entry from a register, not from the FIFO's block RAM (whose output is
@@ -168,8 +174,8 @@ class Engine(wiring.Component):
 
         drained = Signal()
         m.d.comb += [
-            drained.eq(validator.idle & ~jobq.r_rdy & reader.idle & (wjobq.level == 0) & planner.idle
-                       & ~went.r_rdy & wdata.idle & (centq.level == 0) & completion.idle & wmux.idle & cw.idle),
+            drained.eq(validator.idle & (jobq.level == 0) & reader.idle & (wjobq.level == 0) & planner.idle
+                       & (went.level == 0) & wdata.idle & (centq.level == 0) & completion.idle & wmux.idle & cw.idle),
             regs.drained.eq(drained),
             regs.idle.eq(drained & ~queues.busy.any()),
         ]

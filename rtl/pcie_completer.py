@@ -149,6 +149,10 @@ class PcieCompleter(wiring.Component):
                 m.d.comb += [in_idle.eq(1), cq.tready.eq(Mux(to_window, window_ready, bus_ready))]
                 with m.If(cq.tvalid & ~to_window & bus_ready):
                     kind = d[2][11:15]
+                    # a write's first DWORD goes on the bus now (WRITE then holds the same access until it is done)
+                    with m.If((kind == ReqType.MEM_WRITE) & (d[2][:11] != 0) & cq.tkeep[4] & (cq.tuser[:4] != 0)):
+                        m.d.comb += [bus.valid.eq(1), bus.write.eq(1), bus.addr.eq(req_addr), bus.wdata.eq(d[4]),
+                                     bus.strb.eq(cq.tuser[:4])]
                     m.d.sync += [
                         addr.eq(req_addr),
                         low_addr.eq(Cat(_lead(cq.tuser[:4])[:2], d[0][2:7])),
