@@ -17,9 +17,9 @@ allocating or freeing GPU or pinned memory (cudaMalloc, cudaFree, cudaHostAlloc;
 expression that needs a new buffer from its pool) and loading a module, which includes a kernel's first
 launch (lazy loading). Allocate and launch once what a program needs while the kernel runs before the
 Runtime starts, read results with copies (get(), .get(), .cpu()), or stop() first. One Runtime per process
-runs at a time for the same reason. On the H100 we measured, a kernel launched on another stream (even one
-already loaded) did not run until the loop kernel left, although resources were free on every SM; until that
-is understood, change bound inputs with copies (set(), .set(), .copy_()) rather than kernels.
+runs at a time for the same reason. A kernel already loaded runs on another stream while the loop kernel is
+resident: the loop kernel uses no local memory (its arguments are __grid_constant__), and on the H100 we measured
+no other kernel started while one that does was resident.
 """
 
 from __future__ import annotations
@@ -420,8 +420,8 @@ class Runtime:
             params = np.array([a.ctypes.data for a in args], np.uintp)
             self._gate_args.append((args, params))
 
-            def record():  # by the driver: CuPy would launch it cooperatively (the module is built for that), and a
-                # cooperative grid does not start while the loop kernel's runs
+            def record():  # by the driver: CuPy launches every kernel of this module cooperatively (it is built
+                # for the loop kernel), which a one-block gate has no use for
                 driver.launchKernel(self._gate.kernel.ptr, 1, 1, 1, GATE_THREADS, 1, 1, 0, self._stream.ptr,
                                     params.ctypes.data, 0)
             return record
