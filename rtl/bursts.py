@@ -24,7 +24,7 @@ def to_page(data_bytes: int, addr: Value, span_bytes: int = PAGE_BYTES) -> Value
     return (-addr[lg:span_bytes.bit_length() - 1])[:page_bits(data_bytes, span_bytes)]
 
 
-def cut(m: Module, max_burst_beats: int, pg: Value, left: Value) -> tuple[Signal, Signal]:
+def cut(m: Module, max_burst_beats: int | Value, pg: Value, left: Value) -> tuple[Signal, Signal]:
     """The next burst of `left` beats (at least 1) starting `pg` beats before a 4 KiB boundary (0: a whole
     page): its beats, and whether it is the last one."""
     maxb = max_burst_beats

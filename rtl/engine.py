@@ -54,6 +54,9 @@ class Engine(wiring.Component):
             "csr": In(axi_lite_signature(p.csr_addr_width)),
             "win": In(axi_signature(p.bar_addr_width, p.data_width, p.window_id_width)),
             "mem": Out(axi_signature(ADDR_WIDTH, p.data_width, p.read_id_width)),
+            # the host's Max_Payload_Size (PCIe code, 128 << code bytes) where a PCIe link is behind `mem`: with
+            # write_burst_bytes, write bursts end at multiples of it where it is larger (0 elsewhere)
+            "max_payload": In(3),
         })
 
     def elaborate(self, platform):
@@ -142,6 +145,7 @@ class Engine(wiring.Component):
 
         # writes: a burst goes out once its rows are filled; data from the buffer, realigned
         m.d.comb += [planner.filled.eq(tracker.filled), planner.row_alloc.eq(reader.row_alloc),
+                     planner.max_payload.eq(self.max_payload),
                      wdata.filled.eq(tracker.filled)]
         wiring.connect(m, tracker.fault, planner.fault)
         went = m.submodules.went = FallThroughFIFO(wentry_layout(p.data_bytes, rp).size, W_ENTRIES)

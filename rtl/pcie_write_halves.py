@@ -105,14 +105,14 @@ def _step(m: Module, g: Gather, k: int, st: State, mps_dwords) -> tuple[dict, St
     finish = sig(1, "finish")
     m.d.comb += finish.eq(Mux(st.in_tlp, (st.left <= HALF) & st.last, (n <= HALF - 4) & last))
     after = State(mid=sig(1, "mid"), dw=sig(g.pos_shape, "dw"), in_tlp=sig(1, "in_tlp"),
-                  left=sig(range(1024 + 1), "tlp_left"), be=sig(8, "tlp_be"), last=sig(1, "tlp_last"), s=sig(1, "s"))
+                  left=sig(range(1024 + 1), "tlp_left"), be=sig(8, "tlp_be"), last=sig(1, "tlp_last"), s=sig(len(g.s_at), "s"))
     m.d.comb += [after.mid.eq(~finish),
                  after.dw.eq(Mux(st.in_tlp, st.dw + more, cur + head_data)),
                  after.in_tlp.eq(Mux(st.in_tlp, st.left > HALF, n > HALF - 4)),
                  after.left.eq(Mux(st.in_tlp, st.left - more, n - head_data)),
                  after.be.eq(Mux(st.in_tlp, st.be, be)),
                  after.last.eq(Mux(st.in_tlp, st.last, last)),
-                 after.s.eq(Mux(finish, ~s, s))]
+                 after.s.eq(Mux(finish, s + 1, s))]
     return out, after, finish
 
 

@@ -9,8 +9,9 @@ on the UltraScale+ PCIe block's RQ stream (256 or 512 bits, DWORD-aligned, no st
   of DWORDs a beat. tuser carries the first and last byte enables (rtl/pcie_streams.py has their places); the
   requester adds the 512-bit stream's packet marks. With `straddle` (512 bits only) the requests leave as 256-bit
   halves, two a cycle, a request starting at either half (rtl/pcie_write_halves.py), instead of on `rq`.
-- Two gather buffers: the next burst's address and data are taken while the previous burst's requests are
-  still going out, so bursts follow each other on RQ without a gap. A burst's response is OKAY once its last beat
+- Four gather buffers, taken in turn: later bursts' addresses and data are taken while earlier bursts' requests
+  are still going out, so bursts follow each other on RQ without a gap, short ones too (a buffer is busy from its
+  address through its data to its last request: with two, 128-byte bursts left RQ idle between them). A burst's response is OKAY once its last beat
   is in: its requests leave before those of any burst after it (PCIe writes are posted and stay in order), so a
   write the engine makes after the response (its completion word) lands after the burst's data; the buffer is
   free again once its last request is on the stream. Responses come in burst order.
@@ -35,7 +36,7 @@ from rtl.pcie_requests import (MEM_WRITE, REQUESTER_DATA_WIDTHS, SIZE_CODE_BITS,
 from rtl.pcie_streams import axis_signature, layout
 from rtl.pcie_write_halves import Gather, half_signature, send_halves
 
-HALVES = 2  # gather buffers
+BUFFERS = 4  # gather buffers (bursts taken while earlier ones' requests go out)
 
 
 def _lowest(nibbles: list) -> Signal:
@@ -90,12 +91,12 @@ class PcieWriteSender(wiring.Component):
         rb = (rows - 1).bit_length()
         pos_shape = range(dwords * rows + 1)  # a DWORD's place in its buffer
 
-        m.submodules.buf = buf = Memory(shape=width, depth=HALVES * rows, init=[])
+        m.submodules.buf = buf = Memory(shape=width, depth=BUFFERS * rows, init=[])
         buf_w = buf.write_port(granularity=32)
 
         # --- per gather buffer: the burst it holds -------------------------------------------------------------
         def per_half(shape, name):
-            return Array(Signal(shape, name=f"{name}{h}") for h in range(HALVES))
+            return Array(Signal(shape, name=f"{name}{h}") for h in range(BUFFERS))
 
         busy = per_half(1, "busy")  # its address is taken, its last request not yet out or its response not given
         answered = per_half(1, "answered")  # its response is given
@@ -105,7 +106,8 @@ class PcieWriteSender(wiring.Component):
         count = per_half(range(beats + 1), "count")  # beats gathered
         first_dw, end_dw = per_half(pos_shape, "first_dw"), per_half(pos_shape, "end_dw")  # its first and last
         first_be, end_be = per_half(4, "first_be"), per_half(4, "end_be")
-        aw_at, w_at, s_at, b_at = (Signal(name=n) for n in ("aw_at", "w_at", "s_at", "b_at"))
+        # the buffers are taken, filled, sent and answered in turn
+        aw_at, w_at, s_at, b_at = (Signal(range(BUFFERS), name=n) for n in ("aw_at", "w_at", "s_at", "b_at"))
 
         def lane0(a):
             """The DWORD lane of a burst's first beat in its first row."""
@@ -116,12 +118,16 @@ class PcieWriteSender(wiring.Component):
         with m.If(axi.awvalid & axi.awready):
             m.d.sync += [busy[aw_at].eq(1), full[aw_at].eq(0), sent[aw_at].eq(0), answered[aw_at].eq(0),
                          addr[aw_at].eq(axi.awaddr),
-                         wid[aw_at].eq(axi.awid), count[aw_at].eq(0), aw_at.eq(~aw_at)]
+                         wid[aw_at].eq(axi.awid), count[aw_at].eq(0), aw_at.eq(aw_at + 1)]
 
-        m.d.comb += axi.wready.eq(busy[w_at] & ~full[w_at])
+        # a burst's first beat may come in the cycle its address is taken (into the buffer W fills next)
+        opening = Signal()
+        m.d.comb += [opening.eq(axi.awvalid & axi.awready & (aw_at == w_at)),
+                     axi.wready.eq((busy[w_at] & ~full[w_at]) | opening)]
         k = Signal.like(count[0], name="w_beat")
         at = Signal(pos_shape, name="w_pos")
-        m.d.comb += [k.eq(count[w_at]), at.eq(lane0(addr[w_at]) + k * per_beat)]
+        m.d.comb += [k.eq(Mux(opening, 0, count[w_at])),
+                     at.eq(lane0(Mux(opening, axi.awaddr, addr[w_at])) + k * per_beat)]
         nibbles = [axi.wstrb[4 * i:4 * i + 4] for i in range(per_beat)]
         lo, hi = _lowest(nibbles), _highest(nibbles)
         m.d.comb += [buf_w.addr.eq(Cat(at[lb:lb + rb], w_at)), buf_w.data.eq(Cat([axi.wdata] * (dwords // per_beat)))]
@@ -132,15 +138,15 @@ class PcieWriteSender(wiring.Component):
             with m.If(k == 0):
                 m.d.sync += [first_dw[w_at].eq(at + lo), first_be[w_at].eq(axi.wstrb.word_select(lo, 4))]
             with m.If(axi.wlast):
-                m.d.sync += [full[w_at].eq(1), w_at.eq(~w_at)]
+                m.d.sync += [full[w_at].eq(1), w_at.eq(w_at + 1)]
 
-        for h in range(HALVES):
+        for h in range(BUFFERS):
             with m.If(busy[h] & sent[h] & answered[h]):
                 m.d.sync += busy[h].eq(0)
         m.d.comb += [axi.bvalid.eq(busy[b_at] & full[b_at] & ~answered[b_at]), axi.bid.eq(wid[b_at]),
                      axi.bresp.eq(Resp.OKAY)]
         with m.If(axi.bvalid & axi.bready):
-            m.d.sync += [answered[b_at].eq(1), b_at.eq(~b_at)]
+            m.d.sync += [answered[b_at].eq(1), b_at.eq(b_at + 1)]
 
         # --- the sender: the burst in buffer s_at, a request at a time -----------------------------------------
         mps_code = Signal(SIZE_CODE_BITS)
@@ -184,7 +190,7 @@ class PcieWriteSender(wiring.Component):
         fire = rq.tvalid & rq.tready
 
         def finish():
-            m.d.sync += [sent[s].eq(1), s_at.eq(~s_at), mid.eq(0)]
+            m.d.sync += [sent[s].eq(1), s_at.eq(s_at + 1), mid.eq(0)]
 
         with m.If(in_tlp):
             step = Mux(tlp_left > dwords, dwords, tlp_left)

@@ -52,21 +52,27 @@ class WriteMux(wiring.Component):
         ]
         taken = Signal()
         m.d.comb += taken.eq(mem.awvalid & mem.awready)
-        m.d.comb += [worder.w_en.eq(taken), worder.w_data.eq(sel), border.w_en.eq(taken), border.w_data.eq(sel)]
+        m.d.comb += [worder.w_en.eq(taken & ~(~worder.r_rdy & mem.wvalid & mem.wready & mem.wlast)),
+                     worder.w_data.eq(sel), border.w_en.eq(taken), border.w_data.eq(sel)]
         with m.If(taken):
             m.d.sync += locked.eq(0)
         with m.Elif(mem.awvalid):
             m.d.sync += [locked.eq(1), locked_sel.eq(sel)]
 
-        wsel = worder.r_data[0]
+        # W follows the order of the addresses; with none waiting, the burst whose address is taken now may send
+        # its first beat in the same cycle (a burst that ends with it is not kept in the order)
+        direct = Signal()
+        m.d.comb += direct.eq(~worder.r_rdy & taken)
+        wsel = Mux(worder.r_rdy, worder.r_data[0], sel)
+        w_open = worder.r_rdy | direct
         m.d.comb += [
-            mem.wvalid.eq(worder.r_rdy & Mux(wsel, c.w.valid, d.w.valid)),
+            mem.wvalid.eq(w_open & Mux(wsel, c.w.valid, d.w.valid)),
             mem.wdata.eq(Mux(wsel, c.w.payload.data, d.w.payload.data)),
             mem.wstrb.eq(Mux(wsel, c.w.payload.strb, d.w.payload.strb)),
             mem.wlast.eq(Mux(wsel, c.w.payload.last, d.w.payload.last)),
-            c.w.ready.eq(worder.r_rdy & wsel & mem.wready),
-            d.w.ready.eq(worder.r_rdy & ~wsel & mem.wready),
-            worder.r_en.eq(mem.wvalid & mem.wready & mem.wlast),
+            c.w.ready.eq(w_open & wsel & mem.wready),
+            d.w.ready.eq(w_open & ~wsel & mem.wready),
+            worder.r_en.eq(worder.r_rdy & mem.wvalid & mem.wready & mem.wlast),
         ]
 
         bsel = border.r_data[0]

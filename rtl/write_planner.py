@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from amaranth import Array, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -16,7 +16,7 @@ from rtl.params import PAGE_BYTES, index_bits
 class WritePlanner(wiring.Component):
     """Jobs are taken in the order the read engine issued their reads. For each copy the destination
     is cut into bursts (at 4 KiB and max_burst_beats from its start; with `write_burst_bytes`, at every multiple
-    of it in the destination instead); a burst's address goes out only when every
+    of it in the destination instead, or of the host's max payload size where that is larger); a burst's address goes out only when every
     buffer row its beats need is filled (so a write never waits for read data mid-burst, and a read
     error is known before a byte of the burst is written). Each burst gets an entry for the
     write-data generator (which rows, how to realign them) and one for the completion unit (wait for
@@ -49,6 +49,9 @@ class WritePlanner(wiring.Component):
             "cent": Out(stream.Signature(centry_layout(qb))),
             "stop": Out(event_signature(qb, index=True)),
             "idle": Out(1),
+            # with write_burst_bytes: the host's Max_Payload_Size (PCIe code: 128 << code bytes; 0 where no link
+            # sets one), which raises the span write bursts end at to it, up to the longest burst
+            "max_payload": In(3),
         })
 
     def elaborate(self, platform):
@@ -58,18 +61,33 @@ class WritePlanner(wiring.Component):
         job = job_layout(self.queue_bits, rp)
         lg = (dwb - 1).bit_length()
         lanes = lg or 1
-        # bursts end at each multiple of `span` in the destination (4 KiB, or write_burst_bytes) and are at most
-        # `longest` beats
-        span = self.write_burst_bytes or PAGE_BYTES
-        longest = self.write_burst_bytes // dwb if self.write_burst_bytes else self.max_burst_beats
-        pgw = bursts.page_bits(dwb, span)
+        # Bursts end at each multiple of a span of the destination and are at most `longest` beats: 4 KiB and
+        # max_burst_beats; or with write_burst_bytes, a span of that many bytes raised to the host's max payload size
+        # (so each memory write is whole), up to the longest burst that is a power of two: `longest` is the span
+        if self.write_burst_bytes:
+            top = 1 << (min(self.max_burst_beats, PAGE_BYTES // dwb).bit_length() - 1)
+            spans = [min(max(self.write_burst_bytes, 128 << code), top * dwb) // dwb for code in range(8)]
+            longest = Signal(range(top + 1))
+            m.d.comb += longest.eq(Array(Const(v, range(top + 1)) for v in spans)[self.max_payload])
+            pgw = bursts.page_bits(dwb, top * dwb)
+            span_bytes = top * dwb
+
+            def wrap(pg):
+                return (pg & (longest - 1))[:pgw]
+        else:
+            longest = self.max_burst_beats
+            pgw = bursts.page_bits(dwb)
+            span_bytes = PAGE_BYTES
+
+            def wrap(pg):
+                return pg[:pgw]
 
         def plan(pg, left, reach, addr):
             """The burst that starts at `addr`, `pg` beats before a span boundary, with `left` beats of the
             copy to go and the rows before `reach` needed so far; and the state after it."""
             beats, last = bursts.cut(m, longest, pg, left)
             return {"beats": beats, "last": last, "reach": (reach + beats)[:rp], "addr": addr,
-                    "pg": (pg - beats)[:pgw], "left": (left - beats)[:rp], "dst": (addr + (beats << lg))[:64]}
+                    "pg": wrap(pg - beats), "left": (left - beats)[:rp], "dst": (addr + (beats << lg))[:64]}
 
         # Jobs pass two preparation stages, so that a burst is decided from registers only: A derives
         # the job's beats, page distance and row bounds; B plans its first burst. The current job keeps
@@ -118,7 +136,7 @@ class WritePlanner(wiring.Component):
                 aj["preload"].eq(~b_neg & ~same & (nj.nrows != 0)), aj["zero"].eq(nj.zero),
                 # source lane < destination lane: beat j needs rows j-1 and j; same lane: row j alone; else j and j+1
                 a_reach.eq(nj.row0 + ~(b_neg | same)),
-                a_pg.eq(bursts.to_page(dwb, nj.dst_addr, span)),
+                a_pg.eq(wrap(bursts.to_page(dwb, nj.dst_addr, span_bytes))),
                 a_left.eq((do_lane + nj.length + (dwb - 1)) >> lg),
                 a_dst.eq(nj.dst_addr & ~(dwb - 1)),
             ]

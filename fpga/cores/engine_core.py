@@ -73,6 +73,7 @@ class EngineOnBus(wiring.Component):
         members = {"bus": In(RegisterBusSignature()), "status": Out(STATUS_LEDS)}
         if ram_bytes is None:
             members["mem"] = Out(axi_signature(ADDR_WIDTH, params.data_width, params.read_id_width))
+            members["max_payload"] = In(3)  # the engine's (rtl/engine.py): the PCIe link's size behind `mem`
         if window_port:
             members["win"] = In(axi_signature(params.bar_addr_width, params.data_width, params.window_id_width))
         super().__init__(members)
@@ -103,6 +104,7 @@ class EngineOnBus(wiring.Component):
         }
         if self.ram_bytes is None:
             wiring.connect(m, memory, wiring.flipped(self.mem))
+            m.d.comb += engine.max_payload.eq(self.max_payload)
         else:
             m.submodules.ram = ram = AxiRam(self.ram_bytes, _width(memory, "wdata"), _width(memory, "awaddr"),
                                             _width(memory, "awid"))

@@ -71,9 +71,10 @@ def test_the_hosts_max_payload_size_cuts_the_cards_writes(tmp_path):
         assert link["payload_rate_gbps"] == pytest.approx(payload_rate_gbps(3, 8, mps))
         rows[mps] = result["rows"][0]
         assert rows[mps]["verified"] is True
-    # 4 KiB, 64 bytes into a 128-byte block, in bursts of 512 from the destination's start: each burst is 64 + 3 x 128
-    # + 64 bytes (5 writes) at 128, 192 + 256 + 64 (3 writes) at 256; and two writes of the completion word
-    assert (rows[128]["write_tlps"], rows[256]["write_tlps"]) == (8 * 5 + 2, 8 * 3 + 2)
+    # 4 KiB, 64 bytes into a 128-byte block, in write bursts ending at multiples of the payload size in the
+    # destination: 64 + 31 x 128 + 64 bytes (33 writes) at 128, 192 + 15 x 256 + 64 (17 writes) at 256; and two
+    # writes of the completion word
+    assert (rows[128]["write_tlps"], rows[256]["write_tlps"]) == (33 + 2, 17 + 2)
     assert rows[256]["cycles_per_write_tlp"] > rows[128]["cycles_per_write_tlp"]  # 9 beats a 256-byte write, not 5
 
 

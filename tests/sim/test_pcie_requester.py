@@ -26,6 +26,7 @@ from driver.abi import Resp  # noqa: E402
 from rtl.pcie_requester import SIZES, SLOT_BITS, TIMEOUT_STEPS, PcieRequester, size_code  # noqa: E402
 from rtl.pcie_streams import (RC512_EOP_PTR, RC512_IS_EOP, RQ512_EOP_PTR, RQ512_IS_EOP, RQ512_IS_SOP,  # noqa: E402
                               layout)
+from rtl.pcie_write_sender import BUFFERS  # noqa: E402
 from tests.sim.rc_straddle_model import straddled  # noqa: E402
 
 pytestmark = pytest.mark.sim
@@ -1063,21 +1064,77 @@ def test_write_response_comes_with_the_last_beat():
     before any later burst's, so what the engine writes after the response lands after them); a gather buffer is
     taken again only once its requests are out, and every request is the model's."""
     h = Harness(id_width=2, burst_beats=8, mps=128, rq_stall=1.0, seed=9, data_width=512)
-    bursts = [(0x6_0000_0000 + 64, 448), (0x6_0000_0000 + 512, 512), (0x6_0000_0000 + 1024, 256)]
+    bursts = [(0x6_0000_0000 + 64, 448), (0x6_0000_0000 + 512, 512), (0x6_0000_0000 + 1024, 256),
+              (0x6_0000_0000 + 1280, 128), (0x6_0000_0000 + 1408, 200)]
+    held = len(bursts) - 1  # one burst in each gather buffer
+    assert held == BUFFERS
 
     async def bench(ctx):
-        for k, (start, nbytes) in enumerate(bursts[:2]):
-            await h.offer_write(ctx, k, start, nbytes)
+        for k, (start, nbytes) in enumerate(bursts[:held]):
+            await h.offer_write(ctx, k % 4, start, nbytes)
         await h.wait(ctx, 20)
-        assert [bid for _, bid in h.responses] == [0, 1], "a response waited for its requests"
+        assert [bid for _, bid in h.responses] == [k % 4 for k in range(held)], "a response waited for its requests"
         assert not h.writes, "a request left while RQ was not ready"
         h.rq_stall = 0.0
-        await h.offer_write(ctx, 2, *bursts[2])
-        assert h.addresses_taken[2] > h.write_beats[0], "a buffer was taken while its requests were still in it"
+        await h.offer_write(ctx, held % 4, *bursts[held])
+        assert h.addresses_taken[held] > h.write_beats[0], "a buffer was taken while its requests were still in it"
         await h.wait(ctx, 100)
         want = [w for start, nbytes in bursts for w in write_model(start, nbytes, 128)]
         assert [(t.addr, t.dwords, t.first_be, t.last_be) for t in h.writes] == want
         assert b"".join(t.enabled() for t in h.writes) == b"".join(payload(a, n) for a, n in bursts)
-        assert [bid for _, bid in h.responses] == [0, 1, 2]
+        assert [bid for _, bid in h.responses] == [k % 4 for k in range(len(bursts))]
+
+    h.run(bench, responses=True)
+
+
+async def offer_write_with_address(h: Harness, ctx, wid: int, start: int, nbytes: int) -> int:
+    """A write burst whose first beat is offered with its address (as AXI allows); how many of its beats were taken
+    in the cycle its address was."""
+    mem, bb = h.dut.mem, h.bb
+    first, end = start & -bb, start + nbytes
+    beats = -(-(end - first) // bb)
+    data = payload(first, bb * beats)
+    for signal, value in ((mem.awvalid, 1), (mem.awid, wid), (mem.awaddr, start), (mem.awlen, beats - 1)):
+        ctx.set(signal, value)
+    k, with_address, address_open = 0, 0, True
+    while k < beats:
+        lo = first + bb * k
+        for signal, value in ((mem.wvalid, 1), (mem.wdata, int.from_bytes(data[bb * k:bb * k + bb], "little")),
+                              (mem.wstrb, sum(1 << b for b in range(bb) if start <= lo + b < end)),
+                              (mem.wlast, int(k == beats - 1))):
+            ctx.set(signal, value)
+        aw_now, w_now = address_open and ctx.get(mem.awready), ctx.get(mem.wready)
+        await ctx.tick()
+        if aw_now:
+            address_open = False
+            ctx.set(mem.awvalid, 0)
+            with_address += w_now
+        k += w_now
+    while address_open:
+        address_open = not ctx.get(mem.awready)
+        await ctx.tick()
+    ctx.set(mem.awvalid, 0)
+    ctx.set(mem.wvalid, 0)
+    return with_address
+
+
+@pytest.mark.parametrize(("width", "rq_stall"), [(64, 0.3), (256, 0.0), (512, 0.0), (512, 0.3)])
+def test_a_first_beat_may_come_with_its_address(width, rq_stall):
+    """Write bursts whose first beat comes with the address: a burst into a free buffer has that beat taken in the
+    address's cycle, and every request is still the model's, with its bytes, in order."""
+    h = Harness(id_width=2, burst_beats=512 * 8 // width, mps=128, rq_stall=rq_stall, seed=12, data_width=width)
+    bursts = [(0x6_0000_0000 + 64, 8), (0x6_0001_0000 + 4, 1), (0x6_0002_0000 + 64, 448), (0x6_0003_0000, 512),
+              (0x6_0004_0000 + 4096 - 100, 200), (0x6_0005_0000 + 60, 8)]
+
+    async def bench(ctx):
+        together = []
+        for k, (start, nbytes) in enumerate(bursts):
+            together.append(await offer_write_with_address(h, ctx, k % 4, start, nbytes))
+            await h.wait(ctx, 30)
+        assert all(together), f"beats taken with their address, per burst: {together}"
+        want = [w for start, nbytes in bursts for w in write_model(start, nbytes, 128)]
+        assert [(t.addr, t.dwords, t.first_be, t.last_be) for t in h.writes] == want
+        assert b"".join(t.enabled() for t in h.writes) == b"".join(payload(a, n) for a, n in bursts)
+        assert [bid for _, bid in h.responses] == [k % 4 for k in range(len(bursts))]
 
     h.run(bench, responses=True)

@@ -28,14 +28,17 @@ def params(data_width: int, write_burst_bytes: int = 0) -> EngineParams:
                         writes_outstanding=8, buffer_bytes=4096, max_burst_beats=8, write_burst_bytes=write_burst_bytes)
 
 
-def dst_bursts(p: EngineParams, dst: int, length: int) -> list[tuple[int, int]]:
+def dst_bursts(p: EngineParams, dst: int, length: int, max_payload: int = 0) -> list[tuple[int, int]]:
     """(address, beats) of every write burst of a copy: cut at 4 KiB and max_burst_beats from its start, or with
-    write_burst_bytes at every multiple of it in the destination."""
+    write_burst_bytes at every multiple of it in the destination, raised to the host's max payload size (`max_payload`,
+    a PCIe code) up to the longest power-of-two burst."""
     db = p.data_bytes
-    span = p.write_burst_bytes or PAGE
+    top = 1 << (min(p.max_burst_beats, PAGE // db).bit_length() - 1)
+    span = min(max(p.write_burst_bytes, 128 << max_payload), top * db) if p.write_burst_bytes else PAGE
+    longest = span // db if p.write_burst_bytes else p.max_burst_beats
     addr, left, out = dst & ~(db - 1), (dst % db + length + db - 1) // db, []
     while left:
-        beats = min(left, (span - addr % span) // db, p.write_burst_beats)
+        beats = min(left, (span - addr % span) // db, longest)
         out.append((addr, beats))
         addr, left = addr + beats * db, left - beats
     return out
@@ -71,14 +74,14 @@ class Jobs:
         self.rows = row
 
 
-def expected(p: EngineParams, jobs: list[dict]):
+def expected(p: EngineParams, jobs: list[dict], max_payload: int = 0):
     """AW bursts (address, len, rows the burst needs), write entries (kind, beats, row0, nrows) and completion
     entries (burst, marker, dropped, index, code) in issue order."""
     aw, went, cent = [], [], []
     for j in jobs:
         k = j["kind"]
         if k == JobKind.COPY and not j["zero"]:
-            bl = dst_bursts(p, j["dst_addr"], j["length"])
+            bl = dst_bursts(p, j["dst_addr"], j["length"], max_payload)
             for n, (addr, beats) in enumerate(bl):
                 need = rows_needed(p, j["src_addr"], j["dst_addr"], j["length"], addr + beats * p.data_bytes)
                 aw.append((addr, beats - 1, j["row0"] + need))
@@ -97,19 +100,22 @@ def expected(p: EngineParams, jobs: list[dict]):
     return aw, went, cent
 
 
-@pytest.mark.parametrize(("data_width", "seed", "write_burst_bytes"),
-                         [(64, 1, 0), (64, 2, 0), (512, 3, 0), (512, 4, 0), (64, 5, 32), (64, 6, 8), (512, 7, 256),
-                          (512, 8, 64)])
-def test_bursts_wait_for_their_rows_and_match_the_model(data_width, seed, write_burst_bytes):
+@pytest.mark.parametrize(("data_width", "seed", "write_burst_bytes", "max_payload"),
+                         [(64, 1, 0, 0), (64, 2, 0, 0), (512, 3, 0, 0), (512, 4, 0, 0), (64, 5, 32, 0), (64, 6, 8, 0),
+                          (512, 7, 256, 0), (512, 8, 64, 0), (512, 9, 128, 1), (512, 10, 128, 3), (512, 11, 128, 0),
+                          (64, 12, 32, 1)])
+def test_bursts_wait_for_their_rows_and_match_the_model(data_width, seed, write_burst_bytes, max_payload):
+    """max_payload: the host's size (128 << code bytes), which raises the span write bursts end at."""
     p = params(data_width, write_burst_bytes)
     rng = random.Random(seed)
     jobs = Jobs(p, rng, 60)
-    want_aw, want_went, want_cent = expected(p, jobs.list)
+    want_aw, want_went, want_cent = expected(p, jobs.list, max_payload)
     dut = WritePlanner(num_queues=p.num_queues, data_width=p.data_width, row_ptr_width=p.row_ptr_width,
                        max_burst_beats=p.max_burst_beats, write_burst_bytes=p.write_burst_bytes)
     got_aw, got_went, got_cent = [], [], []
 
     async def bench(ctx):
+        ctx.set(dut.max_payload, max_payload)
         ji = 0
         filled = 0  # rows the read side has filled: grows at random, never past what was handed out
         for _ in range(60_000):
