@@ -1,6 +1,7 @@
 """Tiles placed on SMs: list scheduling in op order by estimated cost, each tile on the SM where it can start
-first, a wait on another SM's tile costing a cross-SM synchronisation. A chain of ops whose tile i reads
-only tile i of the op before lands on one SM and waits for nothing."""
+first (of those, the SM whose iteration starts latest), a wait on another SM's tile costing a cross-SM
+synchronisation. A chain of ops whose tile i reads only tile i of the op before lands on one SM and waits for
+nothing."""
 
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ def place(tiles: list[Tile], deps: list[tuple[int, ...]], device: DeviceSpec, po
         raise ValueError(f"placement {policy!r} is not one of {', '.join(PLACEMENTS)}")
     n = device.num_sms
     free = [0.0] * n
+    first = [float("inf")] * n  # when each SM's first tile of the iteration starts (none yet: never)
     sm, start, finish = [0] * len(tiles), [0.0] * len(tiles), [0.0] * len(tiles)
     for t in tiles:
         ready_local = {}  # SM -> when the deps on that SM are done
@@ -71,14 +73,19 @@ def place(tiles: list[Tile], deps: list[tuple[int, ...]], device: DeviceSpec, po
         for p in deps[t.id]:
             ready_local[sm[p]] = max(ready_local.get(sm[p], 0.0), finish[p])
             ready_remote = max(ready_remote, finish[p] + device.sync_ns)
-        best, best_start = 0, float("inf")
+        best, best_key = 0, (float("inf"), 0.0)
         for s in ([t.id % n] if policy == "round-robin" else range(n)):
             # the deps on SM s cost nothing more; every other dep costs a synchronisation
             others = max((finish[p] + device.sync_ns for p in deps[t.id] if sm[p] != s), default=0.0) \
                 if s in ready_local else ready_remote
             begin = max(free[s], ready_local.get(s, 0.0), others)
-            if begin < best_start:
-                best, best_start = s, begin
+            # of SMs where it starts as soon, the one whose iteration starts latest (or that has no tile yet): the
+            # next iteration's first tiles, on the SMs that start early, then wait least behind this one
+            key = (begin, -first[s])
+            if key < best_key:
+                best, best_key = s, key
+        best_start = best_key[0]
+        first[best] = min(first[best], best_start)
         sm[t.id], start[t.id] = best, best_start
         finish[t.id] = best_start + device.tile_ns(t)
         free[best] = finish[t.id]
