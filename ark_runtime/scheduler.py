@@ -1,5 +1,5 @@
 """Tiles placed on SMs: list scheduling in op order by estimated cost, each tile on the SM where it can start
-first (of those, the SM whose iteration starts latest), a wait on another SM's tile costing a cross-SM
+first (of those, the SM whose iteration starts latest; see place), a wait on another SM's tile costing a cross-SM
 synchronisation. A chain of ops whose tile i reads only tile i of the op before lands on one SM and waits for
 nothing."""
 
@@ -55,36 +55,50 @@ class Placement:
 
 
 PLACEMENTS = ("cost", "round-robin")
+SINK_SLACK = 0.1  # of the schedule so far: how much later a tile that ends the iteration may start (place)
+SINKS_PER_SM = 4  # ... where its op has no more such tiles than this many for each SM idle at the iteration's start
 
 
 def place(tiles: list[Tile], deps: list[tuple[int, ...]], device: DeviceSpec, policy: str = "cost") -> Placement:
     """Tiles in order (the model's op order is a topological order) onto the SM where each starts first
     ("cost"), or tile i onto SM i mod num_sms ("round-robin": every dependency of a chain crosses SMs, which
-    is what a benchmark of the cross-SM wait wants)."""
+    is what a benchmark of the cross-SM wait wants). With "cost", of the SMs where a tile starts as soon, the one
+    whose iteration starts latest; a tile that ends the iteration may wait up to SINK_SLACK of the schedule for such
+    an SM, where its op has at most SINKS_PER_SM such tiles for each SM idle at the iteration's start."""
     if policy not in PLACEMENTS:
         raise ValueError(f"placement {policy!r} is not one of {', '.join(PLACEMENTS)}")
     n = device.num_sms
     free = [0.0] * n
     first = [float("inf")] * n  # when each SM's first tile of the iteration starts (none yet: never)
     sm, start, finish = [0] * len(tiles), [0.0] * len(tiles), [0.0] * len(tiles)
+    read = {p for ds in deps for p in ds}  # tiles another tile reads in the iteration; the rest end it (sinks)
+    sinks: dict[int, int] = {}  # per op, its tiles that end the iteration
+    for t in tiles:
+        if t.id not in read:
+            sinks[t.op] = sinks.get(t.op, 0) + 1
     for t in tiles:
         ready_local = {}  # SM -> when the deps on that SM are done
         ready_remote = 0.0
         for p in deps[t.id]:
             ready_local[sm[p]] = max(ready_local.get(sm[p], 0.0), finish[p])
             ready_remote = max(ready_remote, finish[p] + device.sync_ns)
-        best, best_key = 0, (float("inf"), 0.0)
+        begins = {}
         for s in ([t.id % n] if policy == "round-robin" else range(n)):
             # the deps on SM s cost nothing more; every other dep costs a synchronisation
             others = max((finish[p] + device.sync_ns for p in deps[t.id] if sm[p] != s), default=0.0) \
                 if s in ready_local else ready_remote
-            begin = max(free[s], ready_local.get(s, 0.0), others)
-            # of SMs where it starts as soon, the one whose iteration starts latest (or that has no tile yet): the
-            # next iteration's first tiles, on the SMs that start early, then wait least behind this one
-            key = (begin, -first[s])
-            if key < best_key:
-                best, best_key = s, key
-        best_start = best_key[0]
+            begins[s] = max(free[s], ready_local.get(s, 0.0), others)
+        soonest = min(begins.values())
+        # of SMs where it starts as soon, the one whose iteration starts latest (or that has no tile yet): the next
+        # iteration's first tiles, on the SMs that start early, then wait least behind this one. A tile that ends
+        # the iteration (nothing reads it) may start up to SINK_SLACK of the schedule later for that: run back to
+        # back, it then overlaps the next iteration's first tiles instead of holding some of them back
+        late = sum(1 for f in first if f > 0.0)  # SMs with no tile at the iteration's start
+        slack = SINK_SLACK * max(max(finish, default=0.0), soonest) \
+            if t.id not in read and sinks[t.op] <= SINKS_PER_SM * late else 0.0
+        best = min((s for s, b in begins.items() if b <= soonest + slack), key=lambda s: (-first[s], begins[s], s)) \
+            if slack else min(begins, key=lambda s: (begins[s], -first[s], s))
+        best_start = begins[best]
         first[best] = min(first[best], best_start)
         sm[t.id], start[t.id] = best, best_start
         finish[t.id] = best_start + device.tile_ns(t)

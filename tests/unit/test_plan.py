@@ -46,13 +46,17 @@ def test_a_chain_stays_on_its_sms_and_waits_for_nothing(plans):
 
 def test_tiles_that_start_as_soon_anywhere_go_where_the_iteration_starts_latest():
     """mlp-b1's split-K sum (2 tiles) starts as soon on every SM, after the down projection: it goes to SMs that run
-    nothing else (128 tiles on 132 SMs leave 4), so the next iteration's first tiles, on SMs 0-127, do not wait
-    behind it (on an H100 mlp-b1 took 90.4-90.6 us against 92.1-92.2 with the sum on SMs 0 and 1); where the spare
-    SMs would start it later, it takes an SM that runs the first op (the single iteration is not made longer)."""
+    no tile of the first op (128 tiles on 132 SMs leave 4), so the next iteration's first tiles do not wait behind it
+    (on an H100 mlp-b1 took 90.4-90.6 us against 92.1-92.2 with the sum on SMs 0 and 1). mlp-b8's sum (16 tiles,
+    nothing reads them: they end the iteration) waits up to SINK_SLACK of the schedule to stay there too (94.5-96.0
+    against 97.1-99.6, where 12 of them held back the first op on SMs 0-11 by 9.5 us, the sum being slow beside the
+    other SMs' weight streams); mlp-b64's (128 tiles, more than SINKS_PER_SM for each spare SM) is left where it
+    starts first."""
+    from ark_runtime.scheduler import SINKS_PER_SM
     from ark_runtime.split_k import split_k
 
     spec = DeviceSpec(num_sms=132)
-    for name, sums in (("mlp-b1", 2), ("mlp-b8", 16)):
+    for name, sums in (("mlp-b1", 2), ("mlp-b8", 16), ("mlp-b64", 128)):
         model = split_k(fuse(named(name)), spec)
         plan = build_plan(model, spec)
         sm = plan.estimate["sm"]
@@ -60,9 +64,11 @@ def test_tiles_that_start_as_soon_anywhere_go_where_the_iteration_starts_latest(
         spare = set(range(132)) - first_op
         placed = [sm[t["id"]] for t in plan.tiles if model.ops[t["op"]].kind == "split_sum"]
         assert len(placed) == sums and len(spare) == 4
-        assert spare <= set(placed) if sums >= 4 else set(placed) <= spare, (name, sorted(placed))
-        lone = build_plan(model, spec)  # same plan every time
-        assert lone.estimate["sm"] == sm
+        if sums <= SINKS_PER_SM * len(spare):
+            assert set(placed) <= spare, (name, sorted(placed))
+        else:
+            assert len(set(placed) - spare) > 100
+        assert build_plan(model, spec).estimate["sm"] == sm  # the same plan every time
 
 
 def test_tiles_cover_each_output_exactly_once():
