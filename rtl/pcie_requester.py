@@ -43,7 +43,8 @@ with the descriptor beside the data (rtl/pcie_rc_realign.py), two beats per 128-
 
 Completions are unpacked a 256-bit beat a cycle into engine beats, one a cycle: at 256 bits a 128-byte
 completion takes 5 RC beats and 5 cycles (its descriptor's beat carries the first five DWORDs); at 64 bits its
-32 DWORDs take 16 cycles, the R port's pace.
+32 DWORDs take 16 cycles, the R port's pace. At 512 bits with RC straddled a realigned beat is an engine beat, stored
+(and answerable on R) in the cycle it comes.
 """
 
 from __future__ import annotations
@@ -303,9 +304,11 @@ class PcieRequester(wiring.Component):
         # burst. A beat written into the store in this cycle may be answered in it (the read port sees the write). --
         tag = Signal(iw)  # the ID the completion being taken answers (the RC side below)
         widx = Signal(bb)  # the beat its next data is
-        stores = Signal()  # that beat is written into the store now
+        stores = Signal()  # a beat is written into the store now
+        w_tag, w_widx = Signal(iw), Signal(bb)  # where: the completion's ID, the beat (a first beat's from RC)
+        lands = Signal()  # that beat may be answered in this cycle (not a first beat taken straight from RC)
         landing = Signal(1 << (iw + bb))
-        m.d.comb += landing.eq(Mux(stores, 1, 0) << Cat(widx, tag))
+        m.d.comb += landing.eq(Mux(lands, 1, 0) << Cat(w_widx, w_tag))
         present = stored | landing
         ready = Signal(1 << iw)
         for i in ids:
@@ -339,7 +342,9 @@ class PcieRequester(wiring.Component):
 
         # --- the RC side: completions into the store, an engine beat a cycle ---------------------------------------
         # `acc` holds a completion's DWORDs not yet stored (a beat's worth at most, plus the RC beat just taken);
-        # the bits above its count are zero.
+        # the bits above its count are zero. Realigned RC at 512-bit engine beats (`direct`) has each completion's
+        # data from lane 0, an engine beat an RC beat: a beat is stored in the cycle it is taken, with no `acc`.
+        direct = self.rc_straddle and per_beat == dwords
         hold = dwords + per_beat
         acc, acc_n = Signal(32 * hold), Signal(range(hold + 1))
         slot = Signal(SLOT_BITS)  # the request of the completion being taken
@@ -354,52 +359,71 @@ class PcieRequester(wiring.Component):
             """The burst of ID `i` fails: no more of its completions are taken."""
             m.d.comb += [failing.eq(1), fail_id.eq(i), fail_timeout.eq(timeout)]
 
-        slot_left = Signal.like(left_of[0], name="slot_left")
-        m.d.comb += slot_left.eq(left[slot])
-        emit = Signal()
-        m.d.comb += [emit.eq(acc_n >= per_beat), stores.eq(emit & (slot_left != 0))]
-        with m.If(stores):
-            # (no request awaiting bytes: more data than the byte count said, a malformed TLP, not delivered)
-            m.d.comb += [store_w.addr.eq(Cat(widx, tag)), store_w.en.eq(1), store_w.data.eq(acc[:self.data_width])]
-            # (a beat answered in the cycle it lands is not kept)
-            m.d.sync += [stored.bit_select(Cat(widx, tag), 1).eq(~(fire & (beat_at == Cat(widx, tag)))),
-                         widx.eq(widx + 1), left[slot].eq(slot_left - db)]
-        done = stores & (slot_left == db)  # the request's last bytes: its slot is free again
-        # what stays after this cycle's beat: none between TLPs if less than a beat (a malformed tail)
-        n_after = Signal(range(hold + 1))
-        m.d.comb += n_after.eq(Mux(~mid & ~emit, 0, acc_n - Mux(emit, per_beat, 0)))
-        shifted = Mux(emit, acc[32 * per_beat:], acc)
-        m.d.sync += [acc.eq(shifted), acc_n.eq(n_after)]
         src, header_lanes = self._completions(m)
         lanes = Cat(Mux(src.tkeep[i], src.tdata.word_select(i, 32), 0) for i in range(dwords))
         taken = Signal(range(dwords + 1))
         m.d.comb += taken.eq(sum(src.tkeep[i] for i in range(dwords)))
-        placed = Array(Cat(Const(0, 32 * k), lanes)[:32 * hold] for k in range(per_beat + 1))[n_after]
-
         # the RC descriptor: DW0 lower address [11:0], error code [15:12], byte count [28:16]; DW1 DWORD count,
         # status [13:11], poisoned [14]; DW2 tag [7:0]
         d = [src.hdr[32 * i: 32 * i + 32] for i in range(3)]
         c_slot, c_gen = d[2][:SLOT_BITS], d[2][SLOT_BITS:TAG_BITS]
         c_failed = (d[1][11:14] != 0) | d[1][14] | (d[0][12:16] != 0)
         c_left, c_id = Signal.like(left_of[0], name="c_left"), Signal(iw, name="c_id")
-        # (the previous TLP's last beat may be stored in this cycle)
-        m.d.comb += [c_left.eq(Mux(stores & (slot == c_slot), slot_left - db, left[c_slot])), c_id.eq(owner[c_slot])]
+        c_widx = Signal(bb, name="c_widx")
+        m.d.comb += [c_id.eq(owner[c_slot]), c_widx.eq(d[0][lg:12] - base[c_id])]
+
+        slot_left = Signal.like(left_of[0], name="slot_left")  # the bytes the stored beat's request awaits
+        w_slot = Signal(SLOT_BITS)
+
+        def store_beat(data):
+            # (no request awaiting bytes: more data than the byte count said, a malformed TLP, not delivered)
+            with m.If(stores):
+                m.d.comb += [store_w.addr.eq(Cat(w_widx, w_tag)), store_w.en.eq(1), store_w.data.eq(data)]
+                # (a beat answered in the cycle it lands is not kept)
+                m.d.sync += [stored.bit_select(Cat(w_widx, w_tag), 1).eq(~(fire & (beat_at == Cat(w_widx, w_tag)))),
+                             widx.eq(w_widx + 1), left[w_slot].eq(slot_left - db)]
+
+        if direct:
+            first_ok = Signal()  # a first beat taken is the awaited completion's data
+            m.d.comb += [c_left.eq(left[c_slot]),
+                         w_tag.eq(Mux(mid, tag, c_id)), w_widx.eq(Mux(mid, widx, c_widx)),
+                         w_slot.eq(Mux(mid, slot, c_slot)), slot_left.eq(Mux(mid, left[slot], c_left)),
+                         stores.eq(src.tvalid & src.tready & (taken == dwords) & (slot_left != 0)
+                                   & Mux(mid, ~dropping, first_ok)),
+                         lands.eq(stores)]
+        else:
+            m.d.comb += [w_tag.eq(tag), w_widx.eq(widx), w_slot.eq(slot), slot_left.eq(left[slot])]
+            emit = Signal()
+            m.d.comb += [emit.eq(acc_n >= per_beat), stores.eq(emit & (slot_left != 0)), lands.eq(stores)]
+            store_beat(acc[:self.data_width])
+            # what stays after this cycle's beat: none between TLPs if less than a beat (a malformed tail)
+            n_after = Signal(range(hold + 1))
+            m.d.comb += n_after.eq(Mux(~mid & ~emit, 0, acc_n - Mux(emit, per_beat, 0)))
+            shifted = Mux(emit, acc[32 * per_beat:], acc)
+            m.d.sync += [acc.eq(shifted), acc_n.eq(n_after)]
+            placed = Array(Cat(Const(0, 32 * k), lanes)[:32 * hold] for k in range(per_beat + 1))[n_after]
+            # (the previous TLP's last beat may be stored in this cycle)
+            m.d.comb += c_left.eq(Mux(stores & (slot == c_slot), slot_left - db, left[c_slot]))
+        done = stores & (slot_left == db)  # the request's last bytes: its slot is free again
         c_ours = (c_left != 0) & (c_gen == gen[c_slot])
         # the bytes the request still awaits, from a beat boundary
         c_expected = (d[0][16:29] == c_left) & (d[0][2:lg] == 0)
         expire = ~mid & expired & (acc_n == 0)
         m.d.sync += scan.eq(Mux(expired & ~expire, scan, scan + 1))  # (an expired ID waits for the TLP to end)
         with m.If(mid):
-            m.d.comb += src.tready.eq(dropping | (n_after + dwords <= hold))
             with m.If(src.tvalid & src.tready):
                 m.d.sync += mid.eq(~src.tlast)
-                with m.If(~dropping):
+            if direct:
+                m.d.comb += src.tready.eq(1)
+            else:
+                m.d.comb += src.tready.eq(dropping | (n_after + dwords <= hold))
+                with m.If(src.tvalid & src.tready & ~dropping):
                     m.d.sync += [acc.eq(shifted | placed), acc_n.eq(n_after + taken)]
         with m.Elif(expire):
             # between TLPs only, so no TLP is cut; the ID's late completions now carry an old generation
             fail(scan, timeout=True)
             m.d.sync += timeouts.eq(timeouts + 1)
-        with m.Elif(~expired & (n_after == 0)):
+        with m.Elif(~expired & ((acc_n == 0) if direct else (n_after == 0))):
             m.d.comb += src.tready.eq(1)
             with m.If(src.tvalid):
                 m.d.sync += [mid.eq(~src.tlast), dropping.eq(1)]
@@ -408,16 +432,21 @@ class PcieRequester(wiring.Component):
                 with m.Elif(c_failed):
                     fail(c_id)  # the TLP's own data (a poisoned one has some) is dropped
                 with m.Else():
-                    m.d.sync += [dropping.eq(0), tag.eq(c_id), slot.eq(c_slot), widx.eq(d[0][lg:12] - base[c_id]),
-                                 acc.eq(lanes[header_lanes * 32:]),
-                                 acc_n.eq(Mux(taken > header_lanes, taken - header_lanes, 0))]
+                    m.d.sync += [dropping.eq(0), tag.eq(c_id), slot.eq(c_slot), widx.eq(c_widx)]
+                    if direct:
+                        m.d.comb += first_ok.eq(1)
+                    else:
+                        m.d.sync += [acc.eq(lanes[header_lanes * 32:]),
+                                     acc_n.eq(Mux(taken > header_lanes, taken - header_lanes, 0))]
+        if direct:
+            store_beat(lanes)  # (after the first beat's `widx`: its store moves it on)
 
         # --- the pool and each ID's count of requests awaited (after every other update: a failure wins) ---------
         for i in ids:
             with m.If(failing & (fail_id == i)):
                 m.d.sync += out_of[i].eq(0)
             with m.Else():
-                m.d.sync += out_of[i].eq(out_of[i] + (sent_read & (q_id == i)) - (done & (tag == i)))
+                m.d.sync += out_of[i].eq(out_of[i] + (sent_read & (q_id == i)) - (done & (w_tag == i)))
         with m.If(failing):
             m.d.sync += failed[fail_id].eq(1)
             for t in slots:

@@ -1138,3 +1138,25 @@ def test_a_first_beat_may_come_with_its_address(width, rq_stall):
         assert [bid for _, bid in h.responses] == [k % 4 for k in range(len(bursts))]
 
     h.run(bench, responses=True)
+
+
+
+@pytest.mark.parametrize("lane", [0, 8])
+def test_a_realigned_beat_is_stored_as_it_is_taken_at_512_bits(lane):
+    """At 512 bits with RC straddled, a completion's beats go into the store in the cycle the realigner hands them on
+    (no accumulator between): a 128-byte read's last R beat comes in the cycle after the RC beat that ends its
+    completion (two with the accumulator), whether the completion starts at lane 0 or at lane 8 behind another."""
+    h = Harness(id_width=4, burst_beats=2, mrrs=512, data_width=512, timeout=1 << 14)
+
+    async def bench(ctx):
+        ahead = [await h.read_one(ctx, 4, 0x7_0000_2000, 2)] if lane else []
+        req = await h.read_one(ctx, 5, 0x7_0000_1080, 2)
+        await h.send_straddled(ctx, [c for r in ahead + [req] for c in r.completions(rcb=128)])
+        sent = h.cycle
+        if ahead:
+            check_data(await h.burst(ctx, 4, 2), ahead[0].addr, bb=h.bb)
+        beats = await h.burst(ctx, 5, 2)
+        check_data(beats, req.addr, bb=h.bb)
+        assert beats[-1].cycle - sent == 1, f"the last R beat {beats[-1].cycle - sent} cycles after RC's last"
+
+    h.run(bench)
