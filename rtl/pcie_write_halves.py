@@ -50,6 +50,12 @@ class Gather:
     s_at: Signal
     lane0: object  # addr -> the DWORD lane of a burst's first beat in its first row
     per_beat: int  # DWORDs an engine beat carries
+    # the W beat written in this cycle (not a burst's first, nor a last one with strobes short of its end), so a
+    # request whose data it completes may start now: its buffer, whether it is the burst's last, its last DWORD
+    w_in: Signal
+    w_buf: Signal
+    w_last: Signal
+    w_end: Signal
 
 
 @dataclass
@@ -63,8 +69,9 @@ class State:
     s: object  # the buffer being sent
 
 
-def _step(m: Module, g: Gather, k: int, st: State, mps_dwords) -> tuple[dict, State, Signal]:
-    """The half sent from state `st`, the state after it, and whether it ends its burst."""
+def _step(m: Module, g: Gather, k: int, st: State, mps_dwords) -> tuple[dict, State, Signal, Signal]:
+    """The half sent from state `st`, the state after it, whether it ends its burst, and whether (a later half of a
+    request) its DWORDs are still being written."""
     def sig(shape, name):
         return Signal(shape, name=f"h{k}_{name}")
 
@@ -82,19 +89,27 @@ def _step(m: Module, g: Gather, k: int, st: State, mps_dwords) -> tuple[dict, St
     m.d.comb += tlp_addr.eq((g.addr[s] & ~Const(row_bytes - 1, 64)) + (cur << 2))
     room, left = sig(range(1024 + 1), "room"), sig(g.pos_shape, "left")
     n, last = sig(range(1024 + 1), "n"), sig(1, "last")
+    # a request may start in the cycle the W beat that completes its data is written: its header half carries only
+    # DWORDs already in the buffer, and the half after it goes in that cycle only if its DWORDs are too
+    incoming, full = sig(1, "incoming"), sig(1, "full")
+    m.d.comb += [incoming.eq(g.w_in & (g.w_buf == s)), full.eq(g.full[s] | (incoming & g.w_last))]
+    end_be = Mux(g.full[s], g.end_be[s], 0xF)
     m.d.comb += [room.eq(mps_dwords - (tlp_addr[2:12] & (mps_dwords - 1))),
-                 left.eq(g.end_dw[s] - cur + 1),
-                 last.eq(g.full[s] & (left <= room)),
+                 left.eq(Mux(g.full[s], g.end_dw[s], g.w_end) - cur + 1),
+                 last.eq(full & (left <= room)),
                  n.eq(Mux(last, left, room))]
-    gathered = g.lane0(g.addr[s]) + g.count[s] * g.per_beat
-    ready = sig(1, "ready")
-    m.d.comb += ready.eq(g.busy[s] & ~g.sent[s] & (g.count[s] != 0) & (g.full[s] | (cur + room <= gathered)))
-    fbe = Mux(~st.mid, g.first_be[s], 0xF) & Mux((n == 1) & last, g.end_be[s], 0xF)
-    lbe = Mux(n == 1, 0, Mux(last, g.end_be[s], 0xF))
-    be = sig(8, "be")
-    m.d.comb += be.eq(Cat(fbe, lbe))
+    gathered = g.lane0(g.addr[s]) + g.count[s] * g.per_beat  # DWORDs in the buffer (one past the last)
     head_data = Mux(n > HALF - 4, HALF - 4, n)  # a first half's DWORDs of data
     more = Mux(st.left > HALF, HALF, st.left)  # a later half's
+    ready = sig(1, "ready")
+    m.d.comb += ready.eq(g.busy[s] & ~g.sent[s] & (g.count[s] != 0) & (cur + head_data <= gathered)
+                         & (full | (cur + room <= gathered + Mux(incoming, g.per_beat, 0))))
+    fresh = sig(1, "fresh")  # a later half whose DWORDs are not all in the buffer yet
+    m.d.comb += fresh.eq(st.in_tlp & incoming & (st.dw + more > gathered))
+    fbe = Mux(~st.mid, g.first_be[s], 0xF) & Mux((n == 1) & last, end_be, 0xF)
+    lbe = Mux(n == 1, 0, Mux(last, end_be, 0xF))
+    be = sig(8, "be")
+    m.d.comb += be.eq(Cat(fbe, lbe))
 
     out = {"valid": Mux(st.in_tlp, 1, ready),
            "data": Mux(st.in_tlp, window,
@@ -113,7 +128,7 @@ def _step(m: Module, g: Gather, k: int, st: State, mps_dwords) -> tuple[dict, St
                  after.be.eq(Mux(st.in_tlp, st.be, be)),
                  after.last.eq(Mux(st.in_tlp, st.last, last)),
                  after.s.eq(Mux(finish, s + 1, s))]
-    return out, after, finish
+    return out, after, finish, fresh
 
 
 def send_halves(m: Module, g: Gather, mps_dwords, h0, h1, take, in_tlp_out, sample_mps) -> None:
@@ -122,11 +137,14 @@ def send_halves(m: Module, g: Gather, mps_dwords, h0, h1, take, in_tlp_out, samp
     state = State(mid=Signal(name="mid"), dw=Signal(g.pos_shape, name="dw"), in_tlp=Signal(name="in_tlp"),
                   left=Signal(range(1024 + 1), name="tlp_left"), be=Signal(8, name="tlp_be"),
                   last=Signal(name="tlp_last"), s=g.s_at)
-    first, after_first, finish_first = _step(m, g, 0, state, mps_dwords)
-    second, after_second, finish_second = _step(m, g, 1, after_first, mps_dwords)
+    # A first half is never `fresh` (a request starts only once the beat being written completes its data); a second
+    # one is only behind a header in the first, and a request partway out must fill its beat, so that header waits.
+    first, after_first, finish_first, _ = _step(m, g, 0, state, mps_dwords)
+    second, after_second, finish_second, second_fresh = _step(m, g, 1, after_first, mps_dwords)
     for port, half in ((h0, first), (h1, second)):
         m.d.comb += [getattr(port, name).eq(value) for name, value in half.items()]
-    m.d.comb += [h1.valid.eq(first["valid"] & second["valid"]), in_tlp_out.eq(state.in_tlp)]
+    m.d.comb += [h0.valid.eq(first["valid"] & ~second_fresh),
+                 h1.valid.eq(first["valid"] & second["valid"] & ~second_fresh), in_tlp_out.eq(state.in_tlp)]
 
     def advance(to: State):
         m.d.sync += [state.mid.eq(to.mid), state.dw.eq(to.dw), state.in_tlp.eq(to.in_tlp), state.left.eq(to.left),

@@ -8,7 +8,8 @@ on the UltraScale+ PCIe block's RQ stream (256 or 512 bits, DWORD-aligned, no st
   whose strobes end it), its header beat carrying its first four (at 512 bits twelve) DWORDs, then a whole beat
   of DWORDs a beat. tuser carries the first and last byte enables (rtl/pcie_streams.py has their places); the
   requester adds the 512-bit stream's packet marks. With `straddle` (512 bits only) the requests leave as 256-bit
-  halves, two a cycle, a request starting at either half (rtl/pcie_write_halves.py), instead of on `rq`.
+  halves, two a cycle, a request starting at either half (rtl/pcie_write_halves.py), instead of on `rq`; there a
+  request may start in the cycle the beat completing its data is written, its first halves from the rows already in.
 - Four gather buffers, taken in turn: later bursts' addresses and data are taken while earlier bursts' requests
   are still going out, so bursts follow each other on RQ without a gap, short ones too (a buffer is busy from its
   address through its data to its last request: with two, 128-byte bursts left RQ idle between them). A burst's response is OKAY once its last beat
@@ -153,8 +154,11 @@ class PcieWriteSender(wiring.Component):
         mps_dwords = size_of(mps_code, self.max_payload_bytes, 4)
         sample_mps = [mps_code.eq(capped(self.max_payload, self.max_payload_bytes))]
         if self.straddle:
+            w_in, w_last = Signal(name="w_in"), Signal(name="w_last")
+            m.d.comb += [w_in.eq(axi.wvalid & axi.wready & ~opening & (~axi.wlast | (axi.wstrb == (1 << db) - 1))),
+                         w_last.eq(axi.wlast)]
             gather = Gather(buf, lb, rb, pos_shape, busy, full, sent, addr, count, first_dw, end_dw, first_be, end_be,
-                            s_at, lane0, per_beat)
+                            s_at, lane0, per_beat, w_in, w_at, w_last, at + per_beat - 1)
             send_halves(m, gather, mps_dwords, self.h0, self.h1, self.take, self.in_tlp, sample_mps)
             return m
         rq = self.rq

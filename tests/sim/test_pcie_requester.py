@@ -1160,3 +1160,24 @@ def test_a_realigned_beat_is_stored_as_it_is_taken_at_512_bits(lane):
         assert beats[-1].cycle - sent == 1, f"the last R beat {beats[-1].cycle - sent} cycles after RC's last"
 
     h.run(bench)
+
+
+@pytest.mark.parametrize(("nbytes", "after"), [(128, 0), (120, 1)])
+def test_a_write_request_starts_as_its_last_beat_is_written_at_512_bits(nbytes, after):
+    """At 512 bits (RQ straddled) a write request whose data the W beat being written completes starts in that beat's
+    cycle, its header and first data half from the rows already in (a burst's last beat only if its strobes run to
+    its end: else its end is known a cycle later); the requests are still the model's."""
+    h = Harness(id_width=2, burst_beats=8, mps=128, data_width=512, seed=4)
+    start = 0x4_0000_0080
+
+    async def bench(ctx):
+        await h.offer_write(ctx, 1, start, nbytes)
+        last_beat = h.cycle
+        ctx.set(h.dut.mem.bready, 1)
+        await h.wait(ctx, 20)
+        assert [(t.addr, t.dwords, t.first_be, t.last_be) for t in h.writes] == write_model(start, nbytes, 128)
+        assert b"".join(t.enabled() for t in h.writes) == payload(start, nbytes)
+        assert h.write_beats[0] - last_beat == after, \
+            f"the last request's first RQ beat {h.write_beats[0] - last_beat} cycles after the last W beat"
+
+    h.run(bench)
