@@ -124,9 +124,9 @@ class Engine(wiring.Component):
         wiring.connect(m, cw.region, regions.cw)
 
         # validator -> read engine -> write planner
-        # the job queue and the write entries fall through while empty: a doorbell's first read and a burst's first
-        # beat each start a cycle sooner
-        jobq = m.submodules.jobq = FallThroughFIFO(job_layout(p.queue_bits, rp).size, JOB_QUEUE)
+        # with fall_through the job queue and the write entries show an entry in its cycle while empty: a doorbell's
+        # first read and a burst's first beat each start a cycle sooner
+        jobq = m.submodules.jobq = FallThroughFIFO(job_layout(p.queue_bits, rp).size, JOB_QUEUE, p.fall_through)
         wiring.connect(m, validator.job, jobq.w)
         wiring.connect(m, jobq.r, reader.job)
         wjobq = m.submodules.wjobq = SyncFIFOBuffered(width=job_layout(p.queue_bits, rp).size,
@@ -148,12 +148,12 @@ class Engine(wiring.Component):
                      planner.max_payload.eq(self.max_payload),
                      wdata.filled.eq(tracker.filled)]
         wiring.connect(m, tracker.fault, planner.fault)
-        went = m.submodules.went = FallThroughFIFO(wentry_layout(p.data_bytes, rp).size, W_ENTRIES)
+        went = m.submodules.went = FallThroughFIFO(wentry_layout(p.data_bytes, rp).size, W_ENTRIES, p.fall_through)
         wiring.connect(m, planner.went, went.w)
         wiring.connect(m, went.r, wdata.went)
-        # a row may be read in the cycle the tracker writes it: `filled` counts it then, and the write entries fall
-        # through to the write-data generator in the cycle the planner decides the burst
-        wiring.connect(m, wdata.buf, buf.read_port(transparent_for=(buf_w,)))
+        # with fall_through a row may be read in the cycle the tracker writes it: `filled` counts it then, and the
+        # write entries fall through to the write-data generator in the cycle the planner decides the burst
+        wiring.connect(m, wdata.buf, buf.read_port(transparent_for=(buf_w,) if p.fall_through else ()))
         centq = m.submodules.centq = SyncFIFOBuffered(width=centry_layout(p.queue_bits).size, depth=p.writes_outstanding)
         wiring.connect(m, planner.cent, centq.w_stream)
         # the completion unit reads its entry from a register, not from the FIFO's block RAM (whose output is

@@ -44,6 +44,10 @@ class EngineParams:
     # of two of bytes: write bursts end at its multiples in the destination, so a PCIe front end cuts no short write
     # at a burst's ends, and a burst waits for fewer rows before it goes out (the card: 256 bytes)
     write_burst_bytes: int = 0
+    # The job queue and the write entries show an entry in the cycle it arrives while empty, and the buffer's read
+    # port sees the tracker's write of that cycle: 3 cycles off a copy's latency (the PCIe card), but on the ECP5
+    # board's 64-bit engine those paths set fmax (93.55 MHz against 108.4 without, seeds 1-3): off by default.
+    fall_through: bool = False
     errlog_depth: int = 16
     window_id_width: int = 4  # AXI ID bits of the submission-window port
 

@@ -58,7 +58,7 @@ def card_params(**given) -> EngineParams:
     reads = CARD_READS_OUTSTANDING if width >= CARD_DATA_WIDTH else SMALL_CARD_READS_OUTSTANDING
     buffer = 8192 if width == 64 else CARD_BUFFER_BYTES
     defaults = dict(data_width=width, reads_outstanding=reads, max_burst_beats=CARD_BURST_BYTES * 8 // width,
-                    write_burst_bytes=CARD_WRITE_BURST_BYTES, buffer_bytes=buffer)
+                    write_burst_bytes=CARD_WRITE_BURST_BYTES, buffer_bytes=buffer, fall_through=True)
     return EngineParams(**{**defaults, **given})
 
 

@@ -17,16 +17,19 @@ from rtl.fall_through import FallThroughFIFO  # noqa: E402
 pytestmark = pytest.mark.sim
 
 
+@pytest.mark.parametrize("fall_through", [True, False])
 @pytest.mark.parametrize(("seed", "write_rate", "read_rate"), [(1, 0.3, 0.8), (2, 0.5, 0.9), (3, 0.2, 0.5)])
-def test_entries_leave_in_order_and_fall_through_when_empty(seed, write_rate, read_rate):
-    dut = FallThroughFIFO(16, 4)
+def test_entries_leave_in_order_and_fall_through_when_empty(seed, write_rate, read_rate, fall_through):
+    """Built with fall_through=False (EngineParams' default, the ECP5 board's engine) it is a plain SyncFIFO: an
+    entry into an empty FIFO shows only from the next cycle."""
+    dut = FallThroughFIFO(16, 4, fall_through)
     rng = random.Random(seed)
     total = 400
     got: list[int] = []
-    fell_through = 0
+    fell_through_seen = 0
 
     async def bench(ctx):
-        nonlocal fell_through
+        nonlocal fell_through_seen
         sent = 0
         held, hold_for = None, 0  # the entry the reader is holding, cycles it still holds it
         for _ in range(20_000):
@@ -37,9 +40,12 @@ def test_entries_leave_in_order_and_fall_through_when_empty(seed, write_rate, re
             ctx.set(dut.w.payload, sent)
             level = ctx.get(dut.level)
             valid, value = ctx.get(dut.r.valid), ctx.get(dut.r.payload)
-            if offer and level == 0:
+            if offer and level == 0 and fall_through:
                 assert valid and value == sent, "an entry into an empty FIFO did not show in its cycle"
-                fell_through += 1
+                fell_through_seen += 1
+            if level == 0 and not fall_through:
+                assert not valid, "an empty FIFO built without fall-through showed an entry"
+                fell_through_seen += offer
             if held is not None:
                 assert valid and value == held, f"the held entry {held} changed to {value}"
             take = False
@@ -64,7 +70,7 @@ def test_entries_leave_in_order_and_fall_through_when_empty(seed, write_rate, re
     sim.add_testbench(bench)
     sim.run()
     assert got == list(range(total)), "entries lost, doubled or out of order"
-    assert fell_through > 10, "the test never offered into an empty FIFO"
+    assert fell_through_seen > 10, "the test never offered into an empty FIFO"
 
 
 def test_depth_is_checked():
