@@ -39,7 +39,7 @@ from ark_runtime.kernel.program import build_program, tensor_words
 from ark_runtime.kernel.records import (CONTROL_DTYPE, FAULT_NAMES, FINISHED_WORDS, GRAPH_AHEAD, GRAPH_GATE, GRAPH_POOL,
                                         GRAPH_WAIT_TIMEOUT, GRAPH_WORDS, PROGRAM_DTYPE, RELAUNCH_FAILED, RING,
                                         expected_offsets)
-from ark_runtime.model import Model, ModelError
+from ark_runtime.model import Model
 from ark_runtime.plan import Plan, PlanError, build_plan
 from ark_runtime.profile import Profile, build_profile
 from ark_runtime.scheduler import DeviceSpec
