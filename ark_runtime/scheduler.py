@@ -76,6 +76,8 @@ def place(tiles: list[Tile], deps: list[tuple[int, ...]], device: DeviceSpec, po
     for t in tiles:
         if t.id not in read:
             sinks[t.op] = sinks.get(t.op, 0) + 1
+    late = n  # SMs with no tile at the iteration's start
+    makespan = 0.0
     for t in tiles:
         ready_local = {}  # SM -> when the deps on that SM are done
         ready_remote = 0.0
@@ -93,14 +95,15 @@ def place(tiles: list[Tile], deps: list[tuple[int, ...]], device: DeviceSpec, po
         # iteration's first tiles, on the SMs that start early, then wait least behind this one. A tile that ends
         # the iteration (nothing reads it) may start up to SINK_SLACK of the schedule later for that: run back to
         # back, it then overlaps the next iteration's first tiles instead of holding some of them back
-        late = sum(1 for f in first if f > 0.0)  # SMs with no tile at the iteration's start
-        slack = SINK_SLACK * max(max(finish, default=0.0), soonest) \
+        slack = SINK_SLACK * max(makespan, soonest) \
             if t.id not in read and sinks[t.op] <= SINKS_PER_SM * late else 0.0
         best = min((s for s, b in begins.items() if b <= soonest + slack), key=lambda s: (-first[s], begins[s], s)) \
             if slack else min(begins, key=lambda s: (begins[s], -first[s], s))
         best_start = begins[best]
+        late -= first[best] > 0.0 and best_start <= 0.0
         first[best] = min(first[best], best_start)
         sm[t.id], start[t.id] = best, best_start
         finish[t.id] = best_start + device.tile_ns(t)
         free[best] = finish[t.id]
+        makespan = max(makespan, finish[t.id])
     return Placement(tuple(sm), tuple(start), tuple(finish))

@@ -243,8 +243,9 @@ def split_plan(m: int, n: int, k: int, dtype: str, num_sms: int, wgmma: bool = T
     tiles narrower than SKINNY_PART_COLS: then the most parts whose tiles (SKINNY_PART_COLS wide for a skinny one,
     and then enough parts that a tile reads no more of B than the narrow tile would) still fit on the SMs at once,
     each a whole number of 64-wide slices and at least MIN_PART_K long. A wgmma part's block of a matmul of at most
-    SKINNY_ROWS rows is widened to SPLIT_PART_BN columns where more parts then make as many tiles. (Each part's sums go to fp32 memory and a sum op
-    adds them: worth it only where SMs would otherwise sit idle, or read narrow tiles, through a long K.)"""
+    SKINNY_ROWS rows is widened to SPLIT_PART_BN columns where more parts then make as many tiles. (Each part's sums
+    go to fp32 memory and a sum op adds them: worth it only where SMs would otherwise sit idle, or read narrow tiles,
+    through a long K.)"""
     block = sm90_matmul_block(m, n, k, dtype, num_sms, wgmma)
     if block is None:
         width = skinny_cols(n, num_sms)
