@@ -346,7 +346,7 @@ class Runtime:
 
     def _launch(self, budget_s: float) -> None:
         cupy = self._cupy
-        prog = build_program(self.plan)
+        prog = build_program(self.plan, self.source.op_cases)
         dev = lambda a: cupy.asarray(np.ascontiguousarray(a))  # noqa: E731
         self._arrays = {
             "ins": dev(prog.ins), "stream_start": dev(prog.stream_start), "members": dev(prog.members),

@@ -80,6 +80,7 @@ class KernelSource:
     name: str = "ark_loop"
     graph_copies: bool = False  # launches device graphs: relocatable code linked with the device runtime
     tensor_maps: tuple[TensorMapSpec, ...] = ()
+    op_cases: tuple[int, ...] = ()  # per op: its body's case in run_tile's switch (the run instruction carries it)
 
     @property
     def digest(self) -> str:
@@ -570,17 +571,21 @@ extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(c
       if (in.x == ark::INS_WAIT) {  // this wait and the ones right after it that are staged, together
         int n = 1;
         while (i + n < end && i + n < first + ark::CHUNK && held[2 * (i + n - first)].x == ark::INS_WAIT) ++n;
+        // a warp the waits leave idle (they deal their words out from thread 0) loads the next tile's tensor ids
+        if (threadIdx.x == 32 && i + n < end && i + n < first + ark::CHUNK && held[2 * (i + n - first)].x == ark::INS_RUN)
+          gen::prefetch_op(held[2 * (i + n - first)].z);
         stop = !ark::wait_all(p, held + 2 * (i - first), n, it);
         stop = __syncthreads_or(stop);
         i += n - 1;
       } else if (in.x == ark::INS_RUN) {
-        if (threadIdx.x == 0) p.tile_ns[2 * in.y] = arkdma::now_ns();
-        const unsigned long long f = gen::run_tile(p, q, T, in.y, in.z, in.w, more.x, more.y, more.z, smem);
+        // the tile's stamps are warp 1's: thread 0's signal (a release) then need not wait for their stores
+        if (threadIdx.x == 32) p.tile_ns[2 * in.y] = arkdma::now_ns();
+        const unsigned long long f = gen::run_tile(p, q, T, in.y, in.z, more.w, in.w, more.x, more.y, more.z, smem);
         if (__syncthreads_or(f != 0ull)) {
           if (f != 0ull) ark::fault(p, (unsigned)(f >> 32), in.y, -1, 0ull, 0ull, f & 0xffffffffull);
           stop = 1;
         }
-        if (threadIdx.x == 0) p.tile_ns[2 * in.y + 1] = arkdma::now_ns();
+        if (threadIdx.x == 32) p.tile_ns[2 * in.y + 1] = arkdma::now_ns();
       } else if (threadIdx.x == 0) {
         ark::signal_counter(p, in.y);
       }
@@ -634,10 +639,12 @@ def _named_by_content(structs: list[str]) -> tuple[list[str], dict[str, str]]:
     return out, renamed
 
 
-def _cases(model: Model, bodies: list[str], renamed: dict[str, str]) -> tuple[list[str], list[str]]:
-    """One `case` per distinct op body, the ops that share it stacked on it, with their tensors read from the
-    table OP_IO (`io`); and that table's declaration. A model that repeats a layer compiles each op body once:
-    a smaller kernel, and its tiles' code stays in the instruction cache. Past MAX_IO_TABLE, one case per op."""
+def _cases(model: Model, bodies: list[str], renamed: dict[str, str]) -> tuple[list[str], list[str], list[int]]:
+    """One `case` per distinct op body, the ops that share it listed above it, with their tensors read from the
+    table OP_IO (`io`); that table's declaration; and per op, its case (the run instruction carries it, so the
+    switch has a case per body, not per op: tasks1000's 1,000 ops are one case, with no jump table in constant
+    memory to read before each tile). A model that repeats a layer compiles each op body once: a smaller kernel,
+    and its tiles' code stays in the instruction cache. Past MAX_IO_TABLE, one case per op."""
     norm: dict[str, list[tuple[int, list[int]]]] = {}
     for op, body in zip(model.ops, bodies):
         for old, new in renamed.items():
@@ -653,24 +660,34 @@ def _cases(model: Model, bodies: list[str], renamed: dict[str, str]) -> tuple[li
         norm.setdefault(re.sub(r"T\[(\d+)\]", slot, body), []).append((op.id, ids))
     width = max((len(ids) for group in norm.values() for _, ids in group), default=0) or 1
     table = len(model.ops) * width <= MAX_IO_TABLE
-    cases = []
+    cases: list[str] = []
+    op_case = [0] * len(model.ops)
     for body, group in norm.items():
         heads = []
         for op_id, ids in group:
             op = model.ops[op_id]
             ins = ", ".join(f"{model.tensors[i].name}{list(model.tensors[i].shape)}" for i in op.inputs)
             out = model.tensors[op.output]
-            heads.append(f"    case {op.id}:  // {op.kind} {op.fn}({ins}) -> {out.name}{list(out.shape)} {out.dtype}")
+            heads.append(f"op {op.id}: {op.kind} {op.fn}({ins}) -> {out.name}{list(out.shape)} {out.dtype}")
             if not table:
+                op_case[op_id] = op_id
                 literal = re.sub(r"io\[(\d+)\]", lambda m, ids=ids: str(ids[int(m.group(1))]), body)
-                cases.append(heads.pop() + f"\n    {{\n      {literal}\n      return 0ull;\n    }}")
+                cases.append(f"    case {op_id}:  // {heads.pop()}\n    {{\n      {literal}\n      return 0ull;\n    }}")
         if table:
-            cases.append("\n".join(heads) + f"\n    {{\n      {body}\n      return 0ull;\n    }}")
+            for op_id, _ in group:
+                op_case[op_id] = len(cases)
+            listed = "".join(f"    // {h}\n" for h in heads)
+            cases.append(f"{listed}    case {len(cases)}:\n    {{\n      {body}\n      return 0ull;\n    }}")
     if not table:
-        return cases, []
+        return cases, [], op_case
     rows = ", ".join("{" + ", ".join(str(i) for i in ids + [0] * (width - len(ids))) + "}"
                      for _, (_, ids) in sorted((op, (op, ids)) for group in norm.values() for op, ids in group))
-    return cases, [f"__constant__ int OP_IO[{len(model.ops)}][{width}] = {{{rows}}};  // per op: its tensors' ids"]
+    return cases, [f"__constant__ int OP_IO[{len(model.ops)}][{width}] = {{{rows}}};  // per op: its tensors' ids",
+                   "/* Op `op`'s row of OP_IO loaded now, into the SM's constant cache: called while the CTA waits to "
+                   "run the op. */",
+                   "__device__ __forceinline__ void prefetch_op(int op) {",
+                   f"  asm volatile(\"\" ::\"r\"(OP_IO[op][0]), \"r\"(OP_IO[op][{width - 1}]));",
+                   "}"], op_case
 
 
 def generate(model: Model, plan: Plan, graph_copies: bool = False) -> KernelSource:
@@ -679,7 +696,7 @@ def generate(model: Model, plan: Plan, graph_copies: bool = False) -> KernelSour
     g = _Gen(model, plan)
     bodies = [g.case(op) for op in model.ops]
     structs, renamed = _named_by_content(g.structs)
-    cases, io_table = _cases(model, bodies, renamed)
+    cases, io_table, op_case = _cases(model, bodies, renamed)
     smem = max(g.smem, 16)
     head = [f"// The loop kernel of model {model.name!r}: {len(model.ops)} ops, {len(plan.tiles)} tiles, "
             f"{plan.num_sms} SMs (generated by ark_runtime/kernel/codegen.py; op templates in include/ark/).",
@@ -697,15 +714,16 @@ def generate(model: Model, plan: Plan, graph_copies: bool = False) -> KernelSour
             f"constexpr int TENSOR_MAPS_AT = {tensor_maps_at(len(model.tensors))};  // words into p.tensors",
             f"#define ARK_TENSORS_SHARED {int(len(model.tensors) <= MAX_SHARED_TENSORS)}  // addresses in shared memory",
             "static_assert(SMEM_BYTES > 0, \"\");",
-            *structs, *g.asserts, *io_table,
+            *structs, *g.asserts,
+            *(io_table or ["__device__ __forceinline__ void prefetch_op(int) {}  // ids are literals: nothing to load"]),
             "",
-            "/* Runs tile `tile` of op `op` on every thread of the CTA; non-zero (fault code << 32 | detail) when the",
-            " * tile found bad input. */",
+            "/* Runs tile `tile` of op `op` (whose body is case `body`) on every thread of the CTA; non-zero (fault",
+            " * code << 32 | detail) when the tile found bad input. */",
             "__device__ __forceinline__ unsigned long long run_tile(const ark::Program& p, const arkdma_queue& q,",
-            "                                                       void* const* T, int tile, int op, int r0, int r1, int c0,",
-            "                                                       int c1, unsigned char* smem) {",
+            "                                                       void* const* T, int tile, int op, int body, int r0,",
+            "                                                       int r1, int c0, int c1, unsigned char* smem) {",
             *(["  const int* io = OP_IO[op];"] if io_table else []),
-            "  switch (op) {",
+            "  switch (body) {",
             *cases,
             "  }",
             "  return 0ull;",
@@ -715,4 +733,4 @@ def generate(model: Model, plan: Plan, graph_copies: bool = False) -> KernelSour
     proto = ("namespace ark { struct Program; __device__ __forceinline__ unsigned long long copy_tile(const Program&, "
              "const arkdma_queue&, int, int, const void*, void*, unsigned long long); }")
     text = "\n".join(head[:3 + len(HEADERS)] + [proto] + head[3 + len(HEADERS):]) + "\n" + LOOP
-    return KernelSource(text, smem, graph_copies=graph_copies, tensor_maps=tuple(g.maps))
+    return KernelSource(text, smem, graph_copies=graph_copies, tensor_maps=tuple(g.maps), op_cases=tuple(op_case))

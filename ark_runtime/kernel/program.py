@@ -4,7 +4,7 @@ streams and the members of the counters' op groups. Plain NumPy, built and check
 Each instruction is eight int32 and carries all that the kernel needs to act on it, so a CTA stages its
 stream in shared memory in chunks and touches no other table between a counter's signal and its next
 tile's loads (every such table read is a round trip to L2 after a wait's acquire load):
-  run:    (RUN, tile, op, r0, r1, c0, c1, 0)
+  run:    (RUN, tile, op, r0, r1, c0, c1, the op's case in the kernel's run_tile)
   signal: (SIGNAL, counter, 0, the tile just run, 0, 0, 0, 0)
   wait:   (WAIT, counter, delta, the tile it serves, first member, members (0: the counter's own word), 0, 0)
 """
@@ -29,7 +29,13 @@ class ProgramArrays:
     num_counters: int
 
 
-def build_program(plan: Plan) -> ProgramArrays:
+def build_program(plan: Plan, op_cases: tuple[int, ...]) -> ProgramArrays:
+    """The plan's per-SM streams as instructions (loop.cuh). `op_cases`: per op, its case in the generated kernel's
+    run_tile (KernelSource.op_cases of the plan's kernel)."""
+    ops = len(plan.model["ops"])
+    if len(op_cases) != ops:
+        raise ValueError(f"op_cases has {len(op_cases)} entries for the plan's {ops} ops: pass the "
+                         "KernelSource.op_cases generated from this plan")
     groups, members = [], []
     for c in plan.counters:
         if c["kind"] == "op":
@@ -51,7 +57,7 @@ def build_program(plan: Plan) -> ProgramArrays:
                 pending.clear()
                 tile = plan.tiles[t]
                 _, r0, r1, c0, c1 = tile["writes"]
-                ins.append([INS_RUN, t, tile["op"], r0, r1, c0, c1, 0])
+                ins.append([INS_RUN, t, tile["op"], r0, r1, c0, c1, op_cases[tile["op"]]])
             elif item["op"] == "signal":
                 ins.append([INS_SIGNAL, item["counter"], 0, last_tile, 0, 0, 0, 0])
             elif item["op"] == "wait":

@@ -176,13 +176,18 @@ def test_a_head_dimension_above_the_template_is_refused():
 
 @pytest.mark.parametrize("name", ["chain64", "block-s128", "copy8k", "tasks1000"])
 def test_program_runs_every_tile_once_and_each_wait_serves_the_next_tile(name):
-    plan = build_plan(models.named(name), DeviceSpec(num_sms=132))
-    prog = build_program(plan)
+    model = models.named(name)
+    plan = build_plan(model, DeviceSpec(num_sms=132))
+    source = generate(model, plan)
+    prog = build_program(plan, source.op_cases)
     assert prog.ins.shape[1] == INS_WORDS and prog.num_counters == len(plan.counters)
     runs = prog.ins[prog.ins[:, 0] == INS_RUN]
     assert sorted(runs[:, 1].tolist()) == list(range(len(plan.tiles)))
-    for kind, tile, op, r0, r1, c0, c1, _ in runs:  # each run carries its tile's op and region
+    for kind, tile, op, r0, r1, c0, c1, case in runs:  # each run carries its tile's op, region and op's case
         assert [op, r0, r1, c0, c1] == [plan.tiles[tile]["op"], *plan.tiles[tile]["writes"][1:]]
+        assert case == source.op_cases[op] and f"    case {case}:" in source.text
+    with pytest.raises(ValueError, match="op_cases"):
+        build_program(plan, source.op_cases[:-1])
     for sm in range(plan.num_sms):
         ins = prog.ins[prog.stream_start[sm]:prog.stream_start[sm + 1]]
         for i, (kind, arg, delta, tile, first, count, _, _) in enumerate(ins):

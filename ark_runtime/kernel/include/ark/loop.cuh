@@ -52,7 +52,7 @@ constexpr int RING = 64;
 
 /* In GPU memory, built by the host from the plan (ark_runtime/kernel/program.py). */
 struct Program {
-  const int4* ins;            // per instruction, two int4 (program.py): run (kind, tile, op, r0 | r1, c0, c1, -),
+  const int4* ins;            // per instruction, two int4 (program.py): run (kind, tile, op, r0 | r1, c0, c1, case),
                               // signal (kind, counter, -, tile | -), wait (kind, counter, delta, tile | first member,
                               // member count, -, -)
   const int* stream_start;    // per SM: first instruction; [num_sms] is the end
