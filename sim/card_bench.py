@@ -148,6 +148,7 @@ def size_row(link: Link, result: dict) -> dict:
         "gbps": gbps, "line_rate_fraction": gbps / link.payload_rate_gbps, "gbps_steady": steady,
         "rate_basis": basis,
         "latency_cycles": one["doorbell_to_word"], "latency_ns": one["doorbell_to_word"] * period,
+        "word_sent_cycles": one["doorbell_to_word_sent"], "word_sent_ns": one["doorbell_to_word_sent"] * period,
         "doorbell_to_first_read_cycles": one["doorbell_to_read"],
         "read_round_trip_ns": one["read_round_trip"] * period,
         "write_tlps": len(writes), "read_requests": len(tlps["read_requests"]), "completions": len(completions),
@@ -165,10 +166,10 @@ def link_summary(config: CardBenchConfig, link: Link, rows: list[dict]) -> dict:
     model = None
     if model_row:
         model = gpu_driven_through_card(
-            MODEL_BYTES, model_row["latency_ns"],
-            f"simulated: {model_row['latency_cycles']} cycles at {link.user_clk_mhz:g} MHz, doorbell at the card -> "
-            f"completion word in host memory, {link.name}, host-memory reads answered after "
-            f"{config.round_trip_ns:g} ns").as_dict()
+            MODEL_BYTES, model_row["word_sent_ns"],
+            f"simulated: {model_row['word_sent_cycles']} cycles at {link.user_clk_mhz:g} MHz, doorbell at the card's "
+            f"pins -> the completion word's write request leaving them ({model_row['latency_cycles']} to the word in "
+            f"host memory), {link.name}, host-memory reads answered after {config.round_trip_ns:g} ns").as_dict()
     biggest = max(rows, key=lambda r: r["bytes"])
     return {**link.as_dict(), "period_ns": period, "end_to_end_model": model,
             "per_tlp": {"basis": f"median cycles between consecutive TLPs of a kind at the card's pins in the "

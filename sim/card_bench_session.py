@@ -108,7 +108,7 @@ class TlpLog:
         self.doorbell, self.bar_mask = doorbell_offset, bar_bytes - 1
         self.doorbells: list[int] = []
         self.window_writes: list[tuple[int, int]] = []  # (cycle, dwords): writes into the submission windows
-        self.requests: list[tuple[int, int, int]] = []  # (cycle, MEM_READ or MEM_WRITE, dwords)
+        self.requests: list[tuple[int, int, int, int]] = []  # (cycle, MEM_READ or MEM_WRITE, dwords, address)
         self.completions: list[tuple[int, int]] = []  # (cycle, dwords)
         self._wrap_dequeue(dev.cq_source, self._cq)
         self._wrap_dequeue(dev.rc_source, self._rc)
@@ -116,7 +116,8 @@ class TlpLog:
 
         def rq(frame) -> None:
             sink_frame(frame)
-            self.requests.append((self.now(), (frame.data[2] >> 11) & 0xF, frame.data[2] & 0x7FF))
+            self.requests.append((self.now(), (frame.data[2] >> 11) & 0xF, frame.data[2] & 0x7FF,
+                                  (frame.data[0] | frame.data[1] << 32) & ~3))
 
         dev.rq_sink._sink_frame = rq
 
@@ -146,8 +147,8 @@ class TlpLog:
         return frame
 
     def tlps(self) -> dict:
-        return {"write_tlps": [(t, n) for t, kind, n in self.requests if kind == MEM_WRITE],
-                "read_requests": [(t, n) for t, kind, n in self.requests if kind == MEM_READ],
+        return {"write_tlps": [(t, n) for t, kind, n, _ in self.requests if kind == MEM_WRITE],
+                "read_requests": [(t, n) for t, kind, n, _ in self.requests if kind == MEM_READ],
                 "completions": list(self.completions), "window_writes": list(self.window_writes),
                 "doorbells": list(self.doorbells)}
 
@@ -209,11 +210,14 @@ async def single(driver: SimDriver, setup: bench_job.Setup, log: TlpLog, words: 
         await words.wait(driver.budget, f"one {size}-byte descriptor")
     ok = await setup.end(payload, size, 1)
     landed = next(t for t, v in setup.word_writes[landed_before:] if v >= target)
-    reads = [t for t, kind, _ in log.requests if kind == MEM_READ]
-    if not log.doorbells or not reads or not log.completions:
-        raise EngineTimeout("the TLP log missed the doorbell, the read request or its completion")
+    reads = [t for t, kind, _, _ in log.requests if kind == MEM_READ]
+    word_sent = [t for t, kind, n, addr in log.requests
+                 if kind == MEM_WRITE and addr <= setup.word < addr + 4 * n and t <= landed]
+    if not log.doorbells or not reads or not log.completions or not word_sent:
+        raise EngineTimeout("the TLP log missed the doorbell, the read request, its completion or the word's write")
     db = log.doorbells[0]
-    return {"bytes": size, "doorbell_to_word": landed - db, "doorbell_to_read": reads[0] - db,
+    return {"bytes": size, "doorbell_to_word": landed - db, "doorbell_to_word_sent": word_sent[-1] - db,
+            "doorbell_to_read": reads[0] - db,
             "read_round_trip": log.completions[0][0] - reads[0], **log.tlps(), "verified": ok}
 
 

@@ -53,12 +53,13 @@ def gpu_driven_d2h(nbytes: int, engine_ns: float, engine_basis: str) -> EndToEnd
 def gpu_driven_through_card(nbytes: int, card_ns: float, card_basis: str) -> EndToEnd:
     """The same GPU-driven descriptor with the whole card simulated: its PCIe link, the host memory's read
     round trip and the data's writes are inside the simulated term, so no separate data term is added. The
-    simulated word lands in host memory; where the GPU polls its own memory, the word's last hop is the
-    measured one-way posted write instead (the simulated hop to host memory, tens of ns, is counted twice)."""
+    card's term runs from the doorbell at its pins to the completion word's write request leaving them: the
+    GPU polls its own memory, so the word's hop from the card is the measured one-way posted write, as the
+    doorbell's hop to the card is (the simulated hop to host memory is not added on top of it)."""
     return EndToEnd(nbytes, (
         Term("GPU posts descriptor + doorbell into the BAR (posted PCIe write)", ONE_WAY_NS,
              "one-way GPU->host posted write, 0.88 us measured (BASELINES.md)"),
-        Term("card: doorbell at the card -> completion word in host memory", card_ns, card_basis),
+        Term("card: doorbell at its pins -> completion word's write request leaving them", card_ns, card_basis),
         Term("completion word reaches the GPU's memory (posted PCIe write)", ONE_WAY_NS,
              "one-way posted write, 0.88 us measured (BASELINES.md)"),
     ))

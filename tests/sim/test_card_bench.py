@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.sim,
 
 ROW_KEYS = {"link", "bytes", "descriptors", "gbps", "line_rate_fraction", "latency_ns", "latency_cycles",
             "gbps_steady", "doorbell_to_first_read_cycles", "read_round_trip_ns", "cycles_per_write_tlp",
-            "cycles_per_completion", "verified"}
+            "cycles_per_completion", "verified", "word_sent_cycles", "word_sent_ns"}
 
 
 def test_tiny_card_bench_writes_checked_rows(tmp_path):
@@ -41,6 +41,9 @@ def test_tiny_card_bench_writes_checked_rows(tmp_path):
         assert row["latency_ns"] == pytest.approx(row["latency_cycles"] * 4.0)
         # the data is read across the link (>= the host memory's 500 ns) before the word is written back
         assert 500 <= row["read_round_trip_ns"] < row["latency_ns"]
+        # the word's write request leaves the card's pins, then crosses the link into host memory
+        assert row["read_round_trip_ns"] < row["word_sent_ns"] < row["latency_ns"]
+        assert row["word_sent_ns"] == pytest.approx(row["word_sent_cycles"] * 4.0)
         assert row["cycles_per_write_tlp"] > 0 and row["cycles_per_completion"] > 0
     streamed = result["rows"][0]
     assert streamed["gbps_steady"] > 0 and streamed["write_tlps"] >= 16 * 256 // 128
@@ -50,6 +53,26 @@ def test_tiny_card_bench_writes_checked_rows(tmp_path):
     # 128 B (more of them: the destination sits 64 bytes into a payload-sized block) and the word's
     assert alone["read_requests"] == 4096 // 512 and alone["write_tlps"] >= 4096 // 128 + 1
     assert link["end_to_end_model"] is None  # no 8 KiB row
+
+
+def test_the_latency_model_takes_the_card_from_doorbell_to_the_words_request(tmp_path):
+    """The 8 KiB row feeds the modelled GPU-driven latency: the card's term ends where the completion word's
+    write request leaves the card's pins (the hop to the GPU is the measured posted write, so the simulated hop
+    into host memory is not counted as well), and the total is the three terms."""
+    pytest.importorskip("cocotbext.pcie")
+    from ark_runtime.cli.main import main
+    from sim.latency_model import ONE_WAY_NS
+
+    out = tmp_path / "card8k.json"
+    assert main(["sim", "bench", "--card", "--json", str(out), "--sizes", "8192", "--total-bytes", "8192",
+                 "--round-trip-ns", "500", "--num-queues", "2", "--slots", "16", "--num-regions", "8"]) == 0
+    result = json.loads(out.read_text())
+    row, model = result["rows"][0], result["links"]["gen3x8"]["end_to_end_model"]
+    assert row["verified"] is True and row["word_sent_cycles"] < row["latency_cycles"]
+    gpu_post, card, word = model["terms"]
+    assert card["ns"] == pytest.approx(row["word_sent_ns"]) and f"{row['word_sent_cycles']} cycles" in card["basis"]
+    assert gpu_post["ns"] == word["ns"] == ONE_WAY_NS
+    assert model["total_ns"] == pytest.approx(2 * ONE_WAY_NS + row["word_sent_ns"])
 
 
 def test_the_hosts_max_payload_size_cuts_the_cards_writes(tmp_path):
