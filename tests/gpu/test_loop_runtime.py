@@ -121,6 +121,29 @@ def test_every_op_matches_the_reference(gpu, kind, dtype):
     _check(_one_op(kind, dtype))
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_elementwise_tiles_of_every_shape_match_the_reference(gpu, dtype):
+    """map_tile's four paths (elementwise.cuh): at most one element per thread or ILP of them, in tiles of whole rows
+    (no division by the width) or of part of a row. (3, 8292) cuts each row into 8192 columns and a 100-column rest,
+    (1, 200) is one small tile of a whole row, (64, 64) tiles of 32 whole rows; a broadcast row and column read
+    through the same index maps."""
+    from ark_runtime.tiling import op_tiles
+
+    m = Model(f"map-paths-{dtype}")
+    wide, row = m.input("wide", (3, 8292), dtype), m.input("row", (1, 8292), dtype)
+    small, square, col = m.input("small", (1, 200), dtype), m.input("square", (64, 64), dtype), m.input(
+        "col", (64, 1), dtype)
+    m.output(m.add(m.unary("neg", wide), row), m.unary("exp", small), m.mul(square, col))
+    shapes = set()
+    for op in m.ops:
+        out = m.tensors[op.output]
+        for t in op_tiles(m, op, 0, 132):
+            w = t.writes
+            shapes.add(((w.r1 - w.r0) * (w.c1 - w.c0) <= 256, w.c1 - w.c0 == out.cols))
+    assert shapes == {(True, True), (True, False), (False, True), (False, False)}
+    _check(m, fuse_chains=False)
+
+
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
 @pytest.mark.parametrize("rows", [1, 3, 8, 13, 16])
 def test_skinny_matmuls_match_the_reference(gpu, rows, dtype):
