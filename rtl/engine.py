@@ -88,8 +88,9 @@ class Engine(wiring.Component):
                                                       max_burst_beats=p.max_burst_beats,
                                                       write_burst_bytes=p.write_burst_bytes)
         wdata = m.submodules.wdata = WriteData(data_width=dw, buffer_rows=p.buffer_rows, row_ptr_width=rp)
+        # with fall_through a burst's first W beat may also go in its address's cycle
         wmux = m.submodules.wmux = WriteMux(data_width=dw, id_width=p.read_id_width,
-                                            writes_outstanding=p.writes_outstanding)
+                                            writes_outstanding=p.writes_outstanding, w_with_aw=p.fall_through)
         buf = m.submodules.buffer = memory.Memory(shape=p.data_width, depth=p.buffer_rows, init=[])
 
         wiring.connect(m, wiring.flipped(self.csr), axil.axil)

@@ -47,6 +47,9 @@ class EngineParams:
     # The job queue and the write entries show an entry in the cycle it arrives while empty, and the buffer's read
     # port sees the tracker's write of that cycle: 3 cycles off a copy's latency (the PCIe card), but on the ECP5
     # board's 64-bit engine those paths set fmax (93.55 MHz against 108.4 without, seeds 1-3): off by default.
+    # With it the write mux also lets a burst's first W beat go in its address's cycle (the card's write sender
+    # takes it there); on the board that path, the write mux's grant through W into the write data, was critical
+    # (without it 103.67, 109.27, 105.51 MHz on seeds 1-3 against 102.23, 108.60, 103.52).
     fall_through: bool = False
     errlog_depth: int = 16
     window_id_width: int = 4  # AXI ID bits of the submission-window port

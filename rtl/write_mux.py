@@ -19,8 +19,9 @@ class WriteMux(wiring.Component):
     written after the response of the data it covers lands after that data. Completion words win
     the address channel when both ask (a grant holds until its address is taken)."""
 
-    def __init__(self, *, data_width: int, id_width: int, writes_outstanding: int):
+    def __init__(self, *, data_width: int, id_width: int, writes_outstanding: int, w_with_aw: bool = True):
         self.data_width, self.writes_outstanding = data_width, writes_outstanding
+        self.w_with_aw = w_with_aw
         super().__init__({
             "data": In(write_source_signature(data_width)),
             "cw": In(write_source_signature(data_width)),
@@ -52,19 +53,24 @@ class WriteMux(wiring.Component):
         ]
         taken = Signal()
         m.d.comb += taken.eq(mem.awvalid & mem.awready)
-        m.d.comb += [worder.w_en.eq(taken & ~(~worder.r_rdy & mem.wvalid & mem.wready & mem.wlast)),
-                     worder.w_data.eq(sel), border.w_en.eq(taken), border.w_data.eq(sel)]
+        m.d.comb += [worder.w_data.eq(sel), border.w_en.eq(taken), border.w_data.eq(sel)]
         with m.If(taken):
             m.d.sync += locked.eq(0)
         with m.Elif(mem.awvalid):
             m.d.sync += [locked.eq(1), locked_sel.eq(sel)]
 
-        # W follows the order of the addresses; with none waiting, the burst whose address is taken now may send
-        # its first beat in the same cycle (a burst that ends with it is not kept in the order)
-        direct = Signal()
-        m.d.comb += direct.eq(~worder.r_rdy & taken)
-        wsel = Mux(worder.r_rdy, worder.r_data[0], sel)
-        w_open = worder.r_rdy | direct
+        # W follows the order of the addresses; with w_with_aw and none waiting, the burst whose address is taken
+        # now may send its first beat in the same cycle (a burst that ends with it is not kept in the order)
+        if self.w_with_aw:
+            direct = Signal()
+            m.d.comb += [direct.eq(~worder.r_rdy & taken),
+                         worder.w_en.eq(taken & ~(~worder.r_rdy & mem.wvalid & mem.wready & mem.wlast))]
+            wsel = Mux(worder.r_rdy, worder.r_data[0], sel)
+            w_open = worder.r_rdy | direct
+        else:
+            m.d.comb += worder.w_en.eq(taken)
+            wsel = worder.r_data[0]
+            w_open = worder.r_rdy
         m.d.comb += [
             mem.wvalid.eq(w_open & Mux(wsel, c.w.valid, d.w.valid)),
             mem.wdata.eq(Mux(wsel, c.w.payload.data, d.w.payload.data)),

@@ -256,12 +256,15 @@ def test_validator_agrees_with_reference_checks():
     assert len(codes) >= 6, f"the random descriptors reached only {sorted(c.name for c in codes)}"
 
 
-def test_write_mux_keeps_address_order_for_data_and_responses():
+@pytest.mark.parametrize("w_with_aw", [True, False])
+def test_write_mux_keeps_address_order_for_data_and_responses(w_with_aw):
     """Data bursts and completion-word writes share one channel: W beats follow their AW in order and
     each response returns to the writer whose address was taken at that position, so a completion
-    word issued after a burst's response is answered after it."""
+    word issued after a burst's response is answered after it (with a burst's first beat in its address's
+    cycle or from the cycle after)."""
     p = SMALL
-    dut = WriteMux(data_width=p.data_width, id_width=p.read_id_width, writes_outstanding=p.writes_outstanding)
+    dut = WriteMux(data_width=p.data_width, id_width=p.read_id_width, writes_outstanding=p.writes_outstanding,
+                   w_with_aw=w_with_aw)
     rng = random.Random(5)
     data_bursts = [(0x1000 * (i + 1), rng.randrange(4)) for i in range(40)]  # (address, awlen)
     cw_writes = [0x8000_0000 + 8 * i for i in range(25)]
