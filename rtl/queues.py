@@ -83,9 +83,16 @@ class Queues(wiring.Component):
             w = self.regs.w_valid & (self.regs.w_index == i) & ~self.flush
             inflight = Signal(cb, name=f"q{i}_inflight")
             m.d.comb += inflight.eq(q.issued - q.retired)
+            # in flight == 0, registered (the count of the next cycle from this one's, which moves by at most one
+            # each way): the validator's FENCE wait reads it without the subtraction and its compare
+            issue_i = Signal(name=f"q{i}_issue")
+            done_i = Signal(name=f"q{i}_done")
+            m.d.comb += [issue_i.eq(self.issue.valid & (self.issue.queue == i)),
+                         done_i.eq(self.done.valid & (done.queue == i))]
+            m.d.sync += q.none_out.eq(Mux(issue_i == done_i, inflight == 0, done_i & (inflight == 1)))
             idle_pipe = Signal(name=f"q{i}_idle_pipe")
             held = self.cw.hold.valid & (self.cw.hold.queue == i)  # its word between take and issue
-            m.d.comb += idle_pipe.eq((inflight == 0) & ~q.disabling & (q.cw_out == 0) & ~held)
+            m.d.comb += idle_pipe.eq(q.none_out & ~q.disabling & (q.cw_out == 0) & ~held)
 
             # host register writes
             with m.If(w):
@@ -143,7 +150,7 @@ class Queues(wiring.Component):
                     q.halting.eq(0), q.hard.eq(0), q.halted.eq(0), q.code.eq(0), q.cookie.eq(0), q.err_index.eq(0),
                     q.db_pend.eq(0), q.db_sent.eq(0), q.fence.eq(0), q.draining.eq(0),
                 ]
-            with m.If(q.disabling & (inflight == 0)):
+            with m.If(q.disabling & q.none_out):
                 m.d.sync += [q.disabling.eq(0), q.dirty.eq(1)]
 
             # `pending` is dispatched != posted of the next cycle, without a compare after the scheduler's grant or
@@ -163,7 +170,7 @@ class Queues(wiring.Component):
                 m.d.sync += q.pending.eq((q.dispatched != q.posted) | rung)
             # in flight == 0, a cycle late: used only while the queue waits on a FENCE, when nothing of the queue
             # issues and the count only falls, so it is never early
-            m.d.sync += q.drained.eq(inflight == 0)
+            m.d.sync += q.drained.eq(q.none_out)
 
             # scheduler and validator
             with m.If(fired & (chosen == i)):
@@ -171,12 +178,12 @@ class Queues(wiring.Component):
                     m.d.sync += q.db_sent.eq(1)
                 with m.Else():
                     m.d.sync += q.dispatched.eq(q.dispatched + 1)
-            with m.If(q.fence & (inflight == 0)):
+            with m.If(q.fence & q.none_out):
                 m.d.sync += q.fence.eq(0)
             with m.If(self.squash.valid & (self.squash.queue == i)):
                 # a pick of this queue in the same cycle is dropped by the validator: forget its token too
                 m.d.sync += [q.dispatched.eq(self.squash.index), q.fence.eq(1), q.db_sent.eq(0)]
-            with m.If(self.issue.valid & (self.issue.queue == i)):
+            with m.If(issue_i):
                 m.d.sync += q.issued.eq(q.issued + 1)
             # stops, oldest source last so that it wins: validator, write planner, completion
             for valid, queue, index in ((self.stop_v.valid, self.stop_v.queue, self.stop_v.index),
@@ -190,7 +197,7 @@ class Queues(wiring.Component):
                         m.d.sync += q.hard.eq(1)
 
             # completion
-            with m.If(self.done.valid & (done.queue == i)):
+            with m.If(done_i):
                 m.d.sync += q.retired.eq(q.retired + 1)
                 with m.If((dk == DoneKind.SUCCESS) & ~q.halted):
                     m.d.sync += q.completed.eq(q.completed + 1)
@@ -212,7 +219,7 @@ class Queues(wiring.Component):
                 self.enabled[i].eq(q.enabled), self.stops.halting[i].eq(q.halting), self.halted[i].eq(q.halted),
                 self.stops.stop_at[i].eq(q.stop_at), self.stops.draining[i].eq(q.draining),
                 self.stops.hard[i].eq(q.hard),
-                self.cw.dirty[i].eq(q.dirty), self.cw.checking[i].eq(q.checking), self.inflight_zero[i].eq(inflight == 0),
+                self.cw.dirty[i].eq(q.dirty), self.cw.checking[i].eq(q.checking), self.inflight_zero[i].eq(q.none_out),
                 self.busy[i].eq(q.en_pending | q.checking | q.dirty | ~idle_pipe | has_work),
                 self.cw.word[i].eq(Cat(q.completed, q.halted)),
                 self.cw.compl_region[i].eq(q.compl_region), self.cw.compl_offset[i].eq(q.compl_offset),
@@ -311,6 +318,7 @@ class _QueueRegs:
         self.fence = reg(1, "fence")  # a FENCE/IMM descriptor waits for everything before it
         self.issued = reg(count_bits, "issued")
         self.retired = reg(count_bits, "retired")
+        self.none_out = reg(1, "none_out", init=1)  # issued == retired: nothing in flight
         self.dirty = reg(1, "dirty")  # the completion word should be written
         self.cw_out = reg(CW_OUT_BITS, "cw_out")
 

@@ -94,8 +94,9 @@ class WritePlanner(wiring.Component):
         # the plan of its next burst (P) and the state after it (G), and plans the following one as it
         # issues. Rows are absolute: a burst is ready once `filled` reaches min(reach, end).
         plan_fields = {"beats": bursts.BEATS_BITS, "last": 1, "reach": rp, "addr": 64, "pg": pgw, "left": rp, "dst": 64}
+        # `norows`: the job reads no rows (nrows == 0), from a register where a dropped job's finish needs it
         job_fields = {"end": rp, "b_neg": 1, "shift": lanes, "first_lane": lanes, "last_lane": lanes,
-                      "preload": 1, "zero": 1}
+                      "preload": 1, "zero": 1, "norows": 1}
 
         def regs(prefix, fields):
             return {k: Signal(w, name=f"{prefix}_{k}") for k, w in fields.items()}
@@ -134,6 +135,7 @@ class WritePlanner(wiring.Component):
                 aj["b_neg"].eq(b_neg), aj["shift"].eq(so_lane - do_lane),
                 aj["first_lane"].eq(do_lane), aj["last_lane"].eq(do_lane + nj.length - 1),
                 aj["preload"].eq(~b_neg & ~same & (nj.nrows != 0)), aj["zero"].eq(nj.zero),
+                aj["norows"].eq(nj.nrows == 0),
                 # source lane < destination lane: beat j needs rows j-1 and j; same lane: row j alone; else j and j+1
                 a_reach.eq(nj.row0 + ~(b_neg | same)),
                 a_pg.eq(wrap(bursts.to_page(dwb, nj.dst_addr, span_bytes))),
@@ -184,10 +186,12 @@ class WritePlanner(wiring.Component):
                          sp_valid.eq(0)]
 
         # --- what the current job does this cycle ------------------------------------------
-        # A queue stop is seen a cycle late, except the planner's own (the next job may be of that queue).
-        stop_q = Signal()
+        # A queue stop is seen a cycle late, except the planner's own (the next job may be of that queue). Both
+        # candidates are registered, the current job's and B's, and `loaded` picks the one that is current now,
+        # so `load` (which ends the burst decision) reaches a register of its own, not a mux in front of one.
+        stop_cq, stop_bq, loaded = Signal(), Signal(), Signal()
         stopped = Signal()
-        m.d.comb += stopped.eq(stop_q | self.stops.flush)
+        m.d.comb += stopped.eq(Mux(loaded, stop_bq, stop_cq) | self.stops.flush)
         we, ce = self.went.payload, self.cent.payload
         m.d.comb += [
             ce.queue.eq(cur.queue), ce.index.eq(cur.index), ce.cookie.eq(cur.cookie), ce.code.eq(cur.code),
@@ -224,9 +228,9 @@ class WritePlanner(wiring.Component):
                 m.d.comb += [ce.marker.eq(1), self.cent.valid.eq(1), finish.eq(self.cent.ready)]
             with m.Elif((cur.kind == JobKind.DROP) | stopped):
                 m.d.comb += [ce.marker.eq(1), ce.dropped.eq(1), we.kind.eq(WKind.DISCARD),
-                             self.cent.valid.eq(self.went.ready | (cur.nrows == 0)),
-                             self.went.valid.eq(self.cent.ready & (cur.nrows != 0)),
-                             finish.eq(self.cent.ready & (self.went.ready | (cur.nrows == 0)))]
+                             self.cent.valid.eq(self.went.ready | cj["norows"]),
+                             self.went.valid.eq(self.cent.ready & ~cj["norows"]),
+                             finish.eq(self.cent.ready & (self.went.ready | cj["norows"]))]
             with m.Elif(cur.kind == JobKind.IMM):
                 m.d.comb += [ce.burst.eq(1), ce.marker.eq(1), we.kind.eq(WKind.IMM), we.beats.eq(1),
                              we.first_lane.eq(cur.dst_addr[:lg]),
@@ -265,7 +269,7 @@ class WritePlanner(wiring.Component):
         def own(queue):
             return (fail_ack & (queue == cur.queue)) | (self.stop.valid & (queue == self.stop.queue))
 
-        m.d.sync += stop_q.eq(Mux(load, stop_b | own(b.queue), stop_cur | own(cur.queue)))
+        m.d.sync += [stop_bq.eq(stop_b | own(b.queue)), stop_cq.eq(stop_cur | own(cur.queue)), loaded.eq(load)]
         with m.If(finish):
             m.d.sync += cur_valid.eq(0)
         with m.If(load):
