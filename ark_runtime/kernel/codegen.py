@@ -569,10 +569,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(c
       }
       const int4 in = held[2 * (i - first)], more = held[2 * (i - first) + 1];
       if (in.x == ark::INS_WAIT) {  // this wait and the ones right after it that are staged, together
+        const auto staged = [&](int j) { return j < end && j < first + ark::CHUNK; };  // instruction j is in `held`
         int n = 1;
-        while (i + n < end && i + n < first + ark::CHUNK && held[2 * (i + n - first)].x == ark::INS_WAIT) ++n;
+        while (staged(i + n) && held[2 * (i + n - first)].x == ark::INS_WAIT) ++n;
         // a warp the waits leave idle (they deal their words out from thread 0) loads the next tile's tensor ids
-        if (threadIdx.x == 32 && i + n < end && i + n < first + ark::CHUNK && held[2 * (i + n - first)].x == ark::INS_RUN)
+        if (threadIdx.x == 32 && staged(i + n) && held[2 * (i + n - first)].x == ark::INS_RUN)
           gen::prefetch_op(held[2 * (i + n - first)].z);
         stop = !ark::wait_all(p, held + 2 * (i - first), n, it);
         stop = __syncthreads_or(stop);
