@@ -94,7 +94,10 @@ def _step(m: Module, g: Gather, k: int, st: State, mps_dwords) -> tuple[dict, St
     incoming, full = sig(1, "incoming"), sig(1, "full")
     m.d.comb += [incoming.eq(g.w_in & (g.w_buf == s)), full.eq(g.full[s] | (incoming & g.w_last))]
     end_be = Mux(g.full[s], g.end_be[s], 0xF)
-    m.d.comb += [room.eq(mps_dwords - (tlp_addr[2:12] & (mps_dwords - 1))),
+    # each request is as long as the payload size allows, from where the last one ended, and stops at 4 KiB
+    to_page = sig(11, "to_page")
+    m.d.comb += to_page.eq(1024 - tlp_addr[2:12])
+    m.d.comb += [room.eq(Mux(to_page < mps_dwords, to_page, mps_dwords)),
                  left.eq(Mux(g.full[s], g.end_dw[s], g.w_end) - cur + 1),
                  last.eq(full & (left <= room)),
                  n.eq(Mux(last, left, room))]

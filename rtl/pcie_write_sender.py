@@ -1,9 +1,11 @@
 """PcieWriteSender: the engine's write bursts (its AXI4 AW, W and B channels, as a slave) as memory write requests
 on the UltraScale+ PCIe block's RQ stream (256 or 512 bits, DWORD-aligned, no straddling), a beat a cycle.
 
-- A burst is sent from its first enabled byte to its last (the engine's strobes are one contiguous range), cut
-  at every multiple of the payload size (so none is larger and none crosses 4 KiB). `max_payload` is the
-  Max_Payload_Size code the host set, capped at `max_payload_bytes` and sampled while no burst is being cut.
+- A burst is sent from its first enabled byte to its last (the engine's strobes are one contiguous range) in
+  requests each as long as the payload size allows from where the last one ended, cut at 4 KiB boundaries (so a
+  burst of at most the payload size that crosses none is one request, wherever it starts).
+  `max_payload` is the Max_Payload_Size code the host set, capped at `max_payload_bytes` and sampled while no
+  burst is being cut.
 - Each request goes out as soon as all its data is gathered (the burst's last one waits for its last beat,
   whose strobes end it), its header beat carrying its first four (at 512 bits twelve) DWORDs, then a whole beat
   of DWORDs a beat. tuser carries the first and last byte enables (rtl/pcie_streams.py has their places); the
@@ -180,7 +182,9 @@ class PcieWriteSender(wiring.Component):
         m.d.comb += tlp_addr.eq((addr[s] & ~Const(width // 8 - 1, 64)) + (cur << 2))
         room, left, n = Signal(range(1024 + 1)), Signal(pos_shape), Signal(range(1024 + 1))
         last = Signal()  # the request is the burst's last
-        m.d.comb += [room.eq(mps_dwords - (tlp_addr[2:12] & (mps_dwords - 1))),
+        to_page = Signal(11)  # DWORDs to the next 4 KiB boundary
+        m.d.comb += to_page.eq(1024 - tlp_addr[2:12])
+        m.d.comb += [room.eq(Mux(to_page < mps_dwords, to_page, mps_dwords)),
                      left.eq(end_dw[s] - cur + 1),
                      last.eq(full[s] & (left <= room)),
                      n.eq(Mux(last, left, room))]

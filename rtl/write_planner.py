@@ -15,8 +15,8 @@ from rtl.params import PAGE_BYTES, index_bits
 
 class WritePlanner(wiring.Component):
     """Jobs are taken in the order the read engine issued their reads. For each copy the destination
-    is cut into bursts (at 4 KiB and max_burst_beats from its start; with `write_burst_bytes`, at every multiple
-    of it in the destination instead, or of the host's max payload size where that is larger); a burst's address goes out only when every
+    is cut into bursts at 4 KiB boundaries and every max_burst_beats from its start (with `write_burst_bytes`, every
+    that many bytes from its start, or the host's max payload size where that is larger); a burst's address goes out only when every
     buffer row its beats need is filled (so a write never waits for read data mid-burst, and a read
     error is known before a byte of the burst is written). Each burst gets an entry for the
     write-data generator (which rows, how to realign them) and one for the completion unit (wait for
@@ -61,26 +61,22 @@ class WritePlanner(wiring.Component):
         job = job_layout(self.queue_bits, rp)
         lg = (dwb - 1).bit_length()
         lanes = lg or 1
-        # Bursts end at each multiple of a span of the destination and are at most `longest` beats: 4 KiB and
-        # max_burst_beats; or with write_burst_bytes, a span of that many bytes raised to the host's max payload size
-        # (so each memory write is whole), up to the longest burst that is a power of two: `longest` is the span
+        # Bursts end at each 4 KiB boundary of the destination and are at most `longest` beats from where the last
+        # one ended: max_burst_beats; or with write_burst_bytes, that many bytes raised to the host's max payload size
+        # (so each is one memory write), up to the longest burst that is a power of two. Cut from the copy's start,
+        # not at multiples in the destination: 1 KiB 64 bytes into a 128-byte block is eight 128-byte writes, not
+        # 64 + 7 x 128 + 64 (PCIe cuts writes anywhere but at 4 KiB; the write sender cuts from a burst's start too)
         if self.write_burst_bytes:
             top = 1 << (min(self.max_burst_beats, PAGE_BYTES // dwb).bit_length() - 1)
             spans = [min(max(self.write_burst_bytes, 128 << code), top * dwb) // dwb for code in range(8)]
             longest = Signal(range(top + 1))
             m.d.comb += longest.eq(Array(Const(v, range(top + 1)) for v in spans)[self.max_payload])
-            pgw = bursts.page_bits(dwb, top * dwb)
-            span_bytes = top * dwb
-
-            def wrap(pg):
-                return (pg & (longest - 1))[:pgw]
         else:
             longest = self.max_burst_beats
-            pgw = bursts.page_bits(dwb)
-            span_bytes = PAGE_BYTES
+        pgw = bursts.page_bits(dwb)
 
-            def wrap(pg):
-                return pg[:pgw]
+        def wrap(pg):
+            return pg[:pgw]
 
         def plan(pg, left, reach, addr):
             """The burst that starts at `addr`, `pg` beats before a span boundary, with `left` beats of the
@@ -138,7 +134,7 @@ class WritePlanner(wiring.Component):
                 aj["norows"].eq(nj.nrows == 0),
                 # source lane < destination lane: beat j needs rows j-1 and j; same lane: row j alone; else j and j+1
                 a_reach.eq(nj.row0 + ~(b_neg | same)),
-                a_pg.eq(wrap(bursts.to_page(dwb, nj.dst_addr, span_bytes))),
+                a_pg.eq(bursts.to_page(dwb, nj.dst_addr)),
                 a_left.eq((do_lane + nj.length + (dwb - 1)) >> lg),
                 a_dst.eq(nj.dst_addr & ~(dwb - 1)),
             ]

@@ -29,16 +29,16 @@ def params(data_width: int, write_burst_bytes: int = 0) -> EngineParams:
 
 
 def dst_bursts(p: EngineParams, dst: int, length: int, max_payload: int = 0) -> list[tuple[int, int]]:
-    """(address, beats) of every write burst of a copy: cut at 4 KiB and max_burst_beats from its start, or with
-    write_burst_bytes at every multiple of it in the destination, raised to the host's max payload size (`max_payload`,
-    a PCIe code) up to the longest power-of-two burst."""
+    """(address, beats) of every write burst of a copy: cut at 4 KiB boundaries and every max_burst_beats from its
+    start, or with write_burst_bytes every that many bytes from its start, raised to the host's max payload size
+    (`max_payload`, a PCIe code) up to the longest power-of-two burst."""
     db = p.data_bytes
     top = 1 << (min(p.max_burst_beats, PAGE // db).bit_length() - 1)
-    span = min(max(p.write_burst_bytes, 128 << max_payload), top * db) if p.write_burst_bytes else PAGE
-    longest = span // db if p.write_burst_bytes else p.max_burst_beats
+    longest = min(max(p.write_burst_bytes, 128 << max_payload), top * db) // db if p.write_burst_bytes \
+        else p.max_burst_beats
     addr, left, out = dst & ~(db - 1), (dst % db + length + db - 1) // db, []
     while left:
-        beats = min(left, (span - addr % span) // db, longest)
+        beats = min(left, (PAGE - addr % PAGE) // db, longest)
         out.append((addr, beats))
         addr, left = addr + beats * db, left - beats
     return out
