@@ -14,6 +14,10 @@ import re
 from dataclasses import asdict, dataclass
 
 MAX_PAYLOAD_BYTES = 128  # the host's Max Payload Size unless `--mps` sets another: the card cuts its writes to it
+# the card's Max_Read_Request_Size unless `--mrrs` sets another (512 bytes: Device Control's value at reset, which
+# the host leaves unless it tunes it): the card cuts its reads to it
+MAX_READ_REQUEST_BYTES = 512
+SIZES = (128, 256, 512, 1024, 2048, 4096)  # the sizes Device Control can set
 
 # Per generation: transfer rate (GT/s per lane) and line-encoding efficiency.
 GENERATIONS = {1: (2.5, 8 / 10), 2: (5.0, 8 / 10), 3: (8.0, 128 / 130), 4: (16.0, 128 / 130)}
@@ -40,6 +44,12 @@ class Link:
     generation: int
     lanes: int
     max_payload_bytes: int = MAX_PAYLOAD_BYTES
+    max_read_request_bytes: int = MAX_READ_REQUEST_BYTES
+
+    def __post_init__(self):
+        if self.max_read_request_bytes not in SIZES:
+            raise LinkError(f"max read request size must be 128..4096 bytes (a power of two), not "
+                            f"{self.max_read_request_bytes}")
 
     @property
     def name(self) -> str:
@@ -83,7 +93,7 @@ def payload_rate_gbps(generation: int, lanes: int, max_payload_bytes: int = MAX_
         raise LinkError(f"PCIe generation must be one of {sorted(GENERATIONS)}, not {generation}")
     if lanes not in (1, 2, 4, 8, 16):
         raise LinkError(f"a link has 1, 2, 4, 8 or 16 lanes, not {lanes}")
-    if max_payload_bytes not in (128, 256, 512, 1024, 2048, 4096):
+    if max_payload_bytes not in SIZES:
         raise LinkError(f"max payload size must be 128..4096 bytes (a power of two), not {max_payload_bytes}")
     gts, encoding = GENERATIONS[generation]
     return gts * lanes * encoding / 8 * max_payload_bytes / (max_payload_bytes + header_bytes + framing_bytes)

@@ -32,11 +32,13 @@ def links_table(result: dict):
     from rich.table import Table
 
     t = Table(title="links simulated (UltraScale+ interface, cocotbext-pcie block model)")
-    for col in ("link", "interface bits", "user clock MHz", "encoded GB/s", "payload-limited GB/s", "max payload B"):
+    for col in ("link", "interface bits", "user clock MHz", "encoded GB/s", "payload-limited GB/s", "max payload B",
+                "max read request B"):
         t.add_column(col, justify="right")
     for name, link in result["links"].items():
         t.add_row(name, str(link["interface_bits"]), f"{link['user_clk_mhz']:g}", f"{link['raw_gbps']:.3f}",
-                  f"{link['payload_rate_gbps']:.3f}", str(link["max_payload_bytes"]))
+                  f"{link['payload_rate_gbps']:.3f}", str(link["max_payload_bytes"]),
+                  str(link.get("max_read_request_bytes", "-")))
     return t
 
 

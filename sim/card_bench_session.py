@@ -262,7 +262,7 @@ async def card_bench(dut):
     link = job["link"]
     period_ns = 1000.0 / link["user_clk_mhz"]
     card = Card(dut, link["generation"], link["lanes"], link["user_clk_mhz"], block=PinlessBlock,
-                max_payload_bytes=link["max_payload_bytes"])
+                max_payload_bytes=link["max_payload_bytes"], max_read_request_bytes=link["max_read_request_bytes"])
     log = TlpLog(card.dev, period_ns, rp.ring(bench_job.QUEUE, 0)[0].addr, job["bar0_bytes"])
     delay_host_reads(card.rc, job["round_trip_ns"])
     await card.open(job["bar0_bytes"])

@@ -24,7 +24,7 @@ from driver.abi import QUEUE, Flag, Perm
 from driver.descriptor import Descriptor
 from driver.memory import BusMemory
 from sim.card import bar0_bytes, card_params
-from sim.card_bench_link import MAX_PAYLOAD_BYTES
+from sim.card_bench_link import MAX_PAYLOAD_BYTES, MAX_READ_REQUEST_BYTES
 from sim.driver_model import SimDriver
 
 PERIOD_NS = 4.0  # the block's 250 MHz user clock
@@ -38,8 +38,10 @@ class Card:
     x16 for a 512-bit one), behind one root port of a root complex."""
 
     def __init__(self, dut, generation: int = 3, lanes: int | None = None, user_clk_mhz: float = 250.0,
-                 block=UltraScalePlusPcieDevice, max_payload_bytes: int = MAX_PAYLOAD_BYTES):
+                 block=UltraScalePlusPcieDevice, max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+                 max_read_request_bytes: int = MAX_READ_REQUEST_BYTES):
         self.width = len(dut.rq__tdata)
+        self.max_read_request_bytes = max_read_request_bytes
         if lanes is None:
             lanes = 16 if self.width == 512 else 8
         self.rc = RootComplex()
@@ -66,6 +68,10 @@ class Card:
         await self.rc.enumerate()
         function = self.rc.find_device(self.dev.functions[0].pcie_id)
         await function.set_master()
+        if self.max_read_request_bytes != MAX_READ_REQUEST_BYTES:
+            # the host's choice in Device Control, which the block reports on cfg_max_read_req a few cycles later
+            await function.set_readrq((self.max_read_request_bytes // 128).bit_length() - 1)
+            await Timer(20 * PERIOD_NS, "ns")
         self.bar = function.bar_window[0]
 
 

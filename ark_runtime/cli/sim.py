@@ -50,6 +50,9 @@ def _register_bench(ssub) -> None:
     card.add_argument("--mps", type=int, default=None, metavar="BYTES", choices=(128, 256, 512, 1024),
                       help="the host's Max Payload Size, set in the card at enumeration: 128 (default), 256, 512 or "
                            "1024; writes are cut to it and the link's payload-limited rate counts it")
+    card.add_argument("--mrrs", type=int, default=None, metavar="BYTES", choices=(128, 256, 512, 1024, 2048, 4096),
+                      help="the card's Max Read Request Size, set by the host after enumeration: 128 to 4096 "
+                           "(default 512, Device Control's reset value); reads are cut to it")
     card.add_argument("--plot", type=output_file, default=None, metavar="FILE",
                       help="PNG to write (default: beside the JSON)")
     card.add_argument("--quick", action="store_true",
@@ -71,7 +74,7 @@ def _links(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
-CARD_ONLY = ("link", "mps", "plot", "quick", "store_bytes")
+CARD_ONLY = ("link", "mps", "mrrs", "plot", "quick", "store_bytes")
 
 
 def run_bench(args: argparse.Namespace) -> int:
@@ -156,9 +159,9 @@ def _run_card_bench(args: argparse.Namespace) -> int:
         given = {"sizes": QUICK_SIZES, "total_bytes": QUICK_TOTAL_BYTES, **given}
     if args.link:
         given["links"] = args.link
-    if args.mps is not None:
-        given["links"] = tuple(dataclasses.replace(link, max_payload_bytes=args.mps)
-                               for link in given.get("links", CardBenchConfig().links))
+    host_set = {k: v for k, v in (("max_payload_bytes", args.mps), ("max_read_request_bytes", args.mrrs)) if v is not None}
+    if host_set:
+        given["links"] = tuple(dataclasses.replace(link, **host_set) for link in given.get("links", CardBenchConfig().links))
     engine = {f.name: getattr(args, f.name) for f in dataclasses.fields(EngineParams)
               if getattr(args, f.name, None) is not None}
     if "data_width" not in engine and args.link and all(link.interface_bits == 512 for link in args.link):

@@ -33,7 +33,8 @@ def test_unknown_or_unsimulatable_links_are_usage_errors(link, says, capsys, no_
     assert says in err and "--link" in err
 
 
-@pytest.mark.parametrize("argv", [["--sizes", "0,64"], ["--sizes", "64,-1"], ["--sizes", "lots"],
+@pytest.mark.parametrize("argv", [["--mrrs", "100"], ["--mrrs", "8192"], ["--mrrs", "x"], ["--mps", "4096"],
+                                  ["--sizes", "0,64"], ["--sizes", "64,-1"], ["--sizes", "lots"],
                                   ["--sizes", str(2 << 30)], ["--round-trip-ns", "-5"], ["--round-trip-ns", "nan"],
                                   ["--total-bytes", "0"], ["--min-descriptors", "x"]])
 def test_bad_sizes_and_times_are_usage_errors(argv, capsys, no_simulation):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim.card_bench_link import LinkError, known_links, parse_link, parse_links, payload_rate_gbps
+from sim.card_bench_link import Link, LinkError, known_links, parse_link, parse_links, payload_rate_gbps
 
 
 @pytest.mark.parametrize("gen, lanes, mps, want", [
@@ -73,3 +73,10 @@ def test_links_match_the_block_model(bits):
     ours = {(lk.generation, lk.lanes, lk.user_clk_mhz) for lk in map(parse_link, known_links(bits))}
     assert ours == theirs
     assert all(parse_link(name).interface_bits == bits for name in known_links(bits))
+
+
+@pytest.mark.parametrize("size", [0, 64, 384, 8192])
+def test_a_link_refuses_a_read_request_size_device_control_cannot_set(size):
+    with pytest.raises(LinkError, match="max read request size"):
+        Link(3, 8, max_read_request_bytes=size)
+    assert Link(3, 8).max_read_request_bytes == 512 and Link(3, 8).as_dict()["max_read_request_bytes"] == 512
