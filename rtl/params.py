@@ -41,8 +41,9 @@ class EngineParams:
     buffer_bytes: int = 65536  # data buffer between the read and the write engine
     max_burst_beats: int = 64  # longest AXI burst, in beats (bursts also stop at 4 KiB)
     # 0: write bursts are cut as reads are (at 4 KiB and max_burst_beats, from the destination's start). Else a power
-    # of two of bytes: write bursts end at its multiples in the destination, so a PCIe front end cuts no short write
-    # at a burst's ends, and a burst waits for fewer rows before it goes out (the card: 256 bytes)
+    # of two of bytes (raised to the host's max payload size): write bursts are that long from the copy's start and
+    # stop at 4 KiB, so a PCIe front end sends each as one write, and a burst waits for fewer rows before it goes
+    # out (the card: 128 bytes)
     write_burst_bytes: int = 0
     # The job queue and the write entries show an entry in the cycle it arrives while empty, and the buffer's read
     # port sees the tracker's write of that cycle: 3 cycles off a copy's latency (the PCIe card), but on the ECP5

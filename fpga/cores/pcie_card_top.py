@@ -32,10 +32,10 @@ CARD_DATA_WIDTH = 256  # the block's interface: the requester moves a whole beat
 # but a small descriptor is a read of its own: 128 reads (the requester's tag pool) keep 256-byte copies streaming
 # (one every ~12 cycles over a ~450-cycle round trip) and 64-byte ones near the link's pace
 CARD_BURST_BYTES = 512
-# write bursts end at every multiple of the host's max payload size in the destination (128 bytes at least): no
-# short memory write at a burst's ends, and a burst waits for no more completions than one write carries before it
-# goes out: on a link whose writes take the RQ stream as long as their completions take RC, that wait is a latency
-# term no later burst can catch up
+# write bursts are the host's max payload size long (128 bytes at least) from a copy's start, cut at 4 KiB: each
+# is one memory write, and a burst waits for no more completions than one write carries before it goes out: on a
+# link whose writes take the RQ stream as long as their completions take RC, that wait is a latency term no later
+# burst can catch up
 CARD_WRITE_BURST_BYTES = 128
 CARD_READS_OUTSTANDING = 128
 CARD_BUFFER_BYTES = 32768  # the block's completion receive buffer: no more read data may be in flight
@@ -44,8 +44,8 @@ SMALL_CARD_READS_OUTSTANDING = 32  # the 64- and 128-bit cards, which move far l
 
 def card_params(**given) -> EngineParams:
     """The card's engine: 256-bit by default (`data_width=64`: a 64-bit engine sized like the board's; 512: the
-    engine of the 512-bit card, for Gen3 x16 and Gen4 x8), 512-byte read bursts, write bursts ending at every
-    multiple of the host's max payload size in the destination, 128 reads in flight (32 at the
+    engine of the 512-bit card, for Gen3 x16 and Gen4 x8), 512-byte read bursts, write bursts the host's max
+    payload size long from each copy's start, 128 reads in flight (32 at the
     narrower widths), 32 KiB of buffer (8 KiB at 64 bits); any EngineParams field in `given` overrides.
 
     The buffer also bounds the read data in flight (a row is held from its read request to its write), and so
