@@ -13,6 +13,7 @@ from rtl.completion import CompletionUnit
 from rtl.completion_writer import CompletionWriter
 from rtl.error_log import ErrorLog
 from rtl.fall_through import FallThroughFIFO
+from rtl.head_fifo import HeadFIFO
 from rtl.records import centry_layout, job_layout, wentry_layout
 from rtl.params import ADDR_WIDTH, EngineParams
 from rtl.queues import Queues
@@ -149,7 +150,14 @@ class Engine(wiring.Component):
                      planner.max_payload.eq(self.max_payload),
                      wdata.filled.eq(tracker.filled)]
         wiring.connect(m, tracker.fault, planner.fault)
-        went = m.submodules.went = FallThroughFIFO(wentry_layout(p.data_bytes, rp).size, W_ENTRIES, p.fall_through)
+        # without fall_through the write entries are a SyncFIFO whose oldest entry is in a register (HeadFIFO, the same
+        # cycles), so the write-data generator decides from registers, not from the LUT-RAM's output; the fields only
+        # its A stage reads are left in the storage
+        wlay = wentry_layout(p.data_bytes, rp)
+        went = m.submodules.went = (
+            FallThroughFIFO(wlay.size, W_ENTRIES) if p.fall_through
+            else HeadFIFO(wlay.size, W_ENTRIES, slow=[(wlay[f].offset, wlay[f].offset + wlay[f].width)
+                                                      for f in ("shift", "first_lane", "last_lane", "imm")]))
         wiring.connect(m, planner.went, went.w)
         wiring.connect(m, went.r, wdata.went)
         # with fall_through a row may be read in the cycle the tracker writes it: `filled` counts it then, and the

@@ -46,6 +46,13 @@ class WriteData(wiring.Component):
         started = Signal()  # the current descriptor has had its first token
         consumed = Signal(rp)  # its rows read so far
         beat = Signal(9)  # beat within the current burst
+        # From registers, so that the entry's take and the rows' counters do not wait on compares of the entry
+        # with the counters: `left` is nrows - consumed while `started` (the entries between a descriptor's first
+        # token and its end carry the same nrows, and consumed never passes it), `left_nz` is left != 0 (so
+        # consumed < nrows); `beat_zero` is beat == 0, `beat_last` is beat == beats - 1 while beat != 0 (the entry
+        # is held until its last beat)
+        left, left_nz = Signal(rp), Signal()
+        beat_zero, beat_last = Signal(init=1), Signal()
         row_free = Signal(rp)
         m.d.comb += self.row_free.eq(row_free)
 
@@ -66,19 +73,26 @@ class WriteData(wiring.Component):
                     with m.If(e.first & ~started & e.preload):
                         m.d.comb += [t_valid.eq(1), t_consume.eq(1)]
                         with m.If(adv):
-                            m.d.sync += [started.eq(1), consumed.eq(1), row_free.eq(row_free + 1)]
+                            m.d.sync += [started.eq(1), consumed.eq(1), row_free.eq(row_free + 1),
+                                         left.eq(e.nrows - 1), left_nz.eq(e.nrows != 1)]
                     with m.Else():
+                        left_now = Signal(rp)  # nrows - done_rows
                         m.d.comb += [
-                            t_valid.eq(1), t_emit.eq(1), t_consume.eq(done_rows < e.nrows),
-                            t_last.eq(beat == e.beats - 1),
-                            t_first_beat.eq(e.first & (beat == 0)),
-                            t_last_beat.eq(e.last & (beat == e.beats - 1)),
+                            left_now.eq(Mux(started, left, e.nrows)),
+                            # done_rows < nrows; beat == beats - 1
+                            t_valid.eq(1), t_emit.eq(1), t_consume.eq(Mux(started, left_nz, e.nrows != 0)),
+                            t_last.eq(Mux(beat_zero, e.beats == 1, beat_last)),
+                            t_first_beat.eq(e.first & beat_zero),
+                            t_last_beat.eq(e.last & t_last),
                         ]
                         with m.If(adv):
                             m.d.sync += [started.eq(1), consumed.eq(done_rows + t_consume),
-                                         row_free.eq(row_free + t_consume), beat.eq(beat + 1)]
+                                         row_free.eq(row_free + t_consume), beat.eq(beat + 1),
+                                         left.eq(left_now - t_consume),
+                                         left_nz.eq(Mux(t_consume, left_now != 1, left_now != 0)),
+                                         beat_zero.eq(0), beat_last.eq((beat + 2)[:10] == e.beats)]
                             with m.If(t_last):
-                                m.d.sync += beat.eq(0)
+                                m.d.sync += [beat.eq(0), beat_zero.eq(1)]
                                 m.d.comb += self.went.ready.eq(1)
                                 with m.If(e.last):
                                     m.d.sync += started.eq(0)

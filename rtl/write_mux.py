@@ -8,6 +8,7 @@ from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from rtl.axi import Burst, axi_channels, size_code
+from rtl.head_fifo import HeadFIFO
 from rtl.params import ADDR_WIDTH
 from rtl.records import write_source_signature
 
@@ -33,7 +34,13 @@ class WriteMux(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        worder = m.submodules.worder = SyncFIFO(width=1, depth=W_ORDER)
+        if self.w_with_aw:
+            worder = m.submodules.worder = SyncFIFO(width=1, depth=W_ORDER)
+        else:
+            # the same cycles as the SyncFIFO, its oldest entry (which source's W goes next) from a register, not
+            # from the LUT-RAM's output: W's ready to the write-data generator starts at registers
+            head = m.submodules.worder = HeadFIFO(1, W_ORDER)
+            worder = _FIFOPorts(head)
         border = m.submodules.border = SyncFIFOBuffered(width=1, depth=self.writes_outstanding)
         d, c, mem = self.data, self.cw, self.mem
 
@@ -93,3 +100,11 @@ class WriteMux(wiring.Component):
             self.idle.eq((border.level == 0) & ~worder.r_rdy),
         ]
         return m
+
+
+class _FIFOPorts:
+    """A HeadFIFO's stream ports under SyncFIFO's names (w_en, w_data, w_rdy, r_en, r_data, r_rdy)."""
+
+    def __init__(self, fifo: HeadFIFO):
+        self.w_en, self.w_data, self.w_rdy = fifo.w.valid, fifo.w.payload, fifo.w.ready
+        self.r_en, self.r_data, self.r_rdy = fifo.r.ready, fifo.r.payload, fifo.r.valid
