@@ -28,10 +28,13 @@ HEARTBEAT_BIT = 28  # LED 0 toggles every 2**28 system-clock cycles: about 1 Hz 
 ACTIVITY_CYCLES = 1 << 22  # LED 2 stays lit this long after a BAR access or a DMA request: ~17 ms at 250 MHz
 TOP_NAME = "arkdma_card_top"
 CARD_DATA_WIDTH = 256  # the block's interface: the requester moves a whole beat a cycle each way
-# a host round trip of ~2 us at gen3x8's 6.6 GB/s wants ~13 KiB in flight: 32 read bursts of 512 bytes cover it,
-# but a small descriptor is a read of its own: 128 reads (the requester's tag pool) keep 256-byte copies streaming
-# (one every ~12 cycles over a ~450-cycle round trip) and 64-byte ones near the link's pace
-CARD_BURST_BYTES = 512
+# a host round trip of ~2 us at gen3x8's 6.6 GB/s wants ~13 KiB in flight, and a small descriptor is a read of its
+# own: 128 reads (the requester's tag pool) keep 256-byte copies streaming (one every ~12 cycles over a ~450-cycle
+# round trip) and 64-byte ones near the link's pace. Read bursts are a page long (at most AXI4's 256 beats), so the
+# requester cuts them at whatever Max_Read_Request_Size the host set: each request takes RQ a half beat at 512 bits,
+# and at MRRS 1 KiB or more a 1 KiB copy's read is one request where 512-byte bursts made it two (docs/hardware-
+# engine.md has the rates). At MRRS 512 the requests are the same as with 512-byte bursts.
+CARD_BURST_BYTES = 4096
 # write bursts are the host's max payload size long (128 bytes at least) from a copy's start, cut at 4 KiB: each
 # is one memory write, and a burst waits for no more completions than one write carries before it goes out: on a
 # link whose writes take the RQ stream as long as their completions take RC, that wait is a latency term no later
@@ -44,8 +47,8 @@ SMALL_CARD_READS_OUTSTANDING = 32  # the 64- and 128-bit cards, which move far l
 
 def card_params(**given) -> EngineParams:
     """The card's engine: 256-bit by default (`data_width=64`: a 64-bit engine sized like the board's; 512: the
-    engine of the 512-bit card, for Gen3 x16 and Gen4 x8), 512-byte read bursts, write bursts the host's max
-    payload size long from each copy's start, 128 reads in flight (32 at the
+    engine of the 512-bit card, for Gen3 x16 and Gen4 x8), 4 KiB read bursts (2 KiB at 64 and 128 bits: AXI4's 256
+    beats), write bursts the host's max payload size long from each copy's start, 128 reads in flight (32 at the
     narrower widths), 32 KiB of buffer (8 KiB at 64 bits); any EngineParams field in `given` overrides.
 
     The buffer also bounds the read data in flight (a row is held from its read request to its write), and so
@@ -57,7 +60,7 @@ def card_params(**given) -> EngineParams:
                          f"beats into the block's 256- or 512-bit beats, not {width}-bit ones")
     reads = CARD_READS_OUTSTANDING if width >= CARD_DATA_WIDTH else SMALL_CARD_READS_OUTSTANDING
     buffer = 8192 if width == 64 else CARD_BUFFER_BYTES
-    defaults = dict(data_width=width, reads_outstanding=reads, max_burst_beats=CARD_BURST_BYTES * 8 // width,
+    defaults = dict(data_width=width, reads_outstanding=reads, max_burst_beats=min(256, CARD_BURST_BYTES * 8 // width),
                     write_burst_bytes=CARD_WRITE_BURST_BYTES, buffer_bytes=buffer, fall_through=True)
     return EngineParams(**{**defaults, **given})
 
