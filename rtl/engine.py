@@ -105,7 +105,7 @@ class Engine(wiring.Component):
         wiring.connect(m, queues.log, errlog.push)
         m.d.comb += [
             soft_reset.eq(regs.soft_reset),
-            queues.engine_enable.eq(regs.engine_enable), queues.flush.eq(regs.flush), cw.flush.eq(regs.flush),
+            queues.engine_enable.eq(regs.engine_enable), queues.flush.eq(regs.flush),
             regs.halted_any.eq(queues.halted.any()),
             regs.descriptors.eq(completion.descriptors), regs.bytes.eq(completion.bytes),
             regs.reads_inflight.eq(tracker.inflight),
@@ -135,7 +135,14 @@ class Engine(wiring.Component):
                                                   depth=max(16, p.reads_outstanding))
         wiring.connect(m, reader.wjob, wjobq.w_stream)
         wiring.connect(m, wjobq.r_stream, planner.wjob)
-        wiring.connect(m, queues.stops, validator.stops, reader.stops, planner.stops)
+        wiring.connect(m, queues.stops, validator.stops, reader.stops)
+        # `flush` fans out to every queue of the table: the write planner and the completion writer read a copy of
+        # it, the same every cycle, held inverted so that synthesis keeps it apart from the register it copies
+        flush_copy_n = Signal(init=1)
+        m.d.sync += flush_copy_n.eq(~regs.flush_next)
+        m.d.comb += [planner.stops.halting.eq(queues.stops.halting), planner.stops.stop_at.eq(queues.stops.stop_at),
+                     planner.stops.draining.eq(queues.stops.draining), planner.stops.hard.eq(queues.stops.hard),
+                     planner.stops.flush.eq(~flush_copy_n), cw.flush.eq(~flush_copy_n)]
 
         # reads: bursts out, data into the buffer
         wiring.connect(m, reader.tag, tracker.tag)

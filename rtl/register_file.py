@@ -40,6 +40,7 @@ class RegisterFile(wiring.Component):
             "log": In(errlog_read_signature()),
             # engine state
             "engine_enable": Out(1), "flush": Out(1), "soft_reset": Out(1),
+            "flush_next": Out(1),  # what `flush` holds from the next cycle on (for copies of it elsewhere)
             "drained": In(1),  # no descriptor or bus transaction in flight anywhere
             "idle": In(1),  # drained, and no queue has work
             "halted_any": In(1),
@@ -71,12 +72,14 @@ class RegisterFile(wiring.Component):
         ]
         enable_bit = bits_of(GLOBAL, "CONTROL", "ENABLE").start
         reset_bit = bits_of(GLOBAL, "CONTROL", "RESET").start
+        m.d.comb += self.flush_next.eq(self.flush)
+        m.d.sync += self.flush.eq(self.flush_next)
         with m.If(b.w_valid & wg):
             with m.Switch(b.w_addr[:12]):
                 with m.Case(g["CONTROL"]):
                     m.d.sync += self.engine_enable.eq(b.w_data[enable_bit])
                     with m.If(b.w_data[reset_bit]):
-                        m.d.sync += self.flush.eq(1)
+                        m.d.comb += self.flush_next.eq(1)
                 with m.Case(g["ERRLOG_POP"]):
                     m.d.comb += self.log.pop.eq(1)
         # `drained` is registered (its terms come from every stage): it counts once the flush has held for a
@@ -85,7 +88,7 @@ class RegisterFile(wiring.Component):
         m.d.sync += [drained_r.eq(self.drained), flushing.eq(self.flush & ~self.soft_reset)]
         with m.If(self.flush & flushing & drained_r):
             m.d.comb += self.soft_reset.eq(1)
-            m.d.sync += self.flush.eq(0)
+            m.d.comb += self.flush_next.eq(0)
 
         # --- counters --------------------------------------------------------------------
         cycles = Signal(64)
