@@ -128,7 +128,15 @@ class Engine(wiring.Component):
         # validator -> read engine -> write planner
         # with fall_through the job queue and the write entries show an entry in its cycle while empty: a doorbell's
         # first read and a burst's first beat each start a cycle sooner
-        jobq = m.submodules.jobq = FallThroughFIFO(job_layout(p.queue_bits, rp).size, JOB_QUEUE, p.fall_through)
+        # without fall_through the job queue is a HeadFIFO (a SyncFIFO's cycles): the fields the read engine decides on
+        # or loads from (kind, queue, zero, the source and the first read burst) from a register, the rest (which only
+        # passes on to the write planner's queue) from the storage
+        jlay = job_layout(p.queue_bits, rp)
+        jobq = m.submodules.jobq = (
+            FallThroughFIFO(jlay.size, JOB_QUEUE) if p.fall_through
+            else HeadFIFO(jlay.size, JOB_QUEUE, slow=[(jlay[f].offset, jlay[f].offset + jlay[f].width)
+                                                      for f in ("index", "cookie", "code", "notify", "dst_addr",
+                                                                "length", "row0")]))
         wiring.connect(m, validator.job, jobq.w)
         wiring.connect(m, jobq.r, reader.job)
         wjobq = m.submodules.wjobq = SyncFIFOBuffered(width=job_layout(p.queue_bits, rp).size,
