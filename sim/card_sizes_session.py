@@ -93,8 +93,13 @@ async def card_request_sizes(dut):
     result["mrrs_128"] = log.take()
     await set_sizes(card, function, 2, 0)
     result["cfg_after"] = {"max_read_req": int(dut.cfg_max_read_req.value)}
-    await copy(driver, slow, host, [3000], posted)
+    posted = await copy(driver, slow, host, [3000], posted)
     result["mrrs_512"] = log.take()
+    # 4 KiB: the card's read bursts are a page long, so an 8 KiB copy's reads are the host's size, not the burst's
+    await set_sizes(card, function, 5, 0)
+    result["cfg_4096"] = {"max_read_req": int(dut.cfg_max_read_req.value)}
+    await copy(driver, slow, host, [8192], posted)
+    result["mrrs_4096"] = log.take()
 
     with open(os.environ["ARKDMA_SIM_RESULT"], "w") as f:
         json.dump(result, f)
