@@ -16,8 +16,8 @@ from rtl.params import PAGE_BYTES, index_bits
 class WritePlanner(wiring.Component):
     """Jobs are taken in the order the read engine issued their reads. For each copy the destination
     is cut into bursts at 4 KiB boundaries and every max_burst_beats from its start (with `write_burst_bytes`, every
-    that many bytes from its start, or the host's max payload size where that is larger); a burst's address goes out only when every
-    buffer row its beats need is filled (so a write never waits for read data mid-burst, and a read
+    that many bytes from its start, or the host's max payload size where that is larger); a burst's address goes
+    out only when every buffer row its beats need is filled (so a write never waits for read data mid-burst, and a read
     error is known before a byte of the burst is written). Each burst gets an entry for the
     write-data generator (which rows, how to realign them) and one for the completion unit (wait for
     this response; the last one also retires the descriptor).

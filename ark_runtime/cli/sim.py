@@ -159,9 +159,11 @@ def _run_card_bench(args: argparse.Namespace) -> int:
         given = {"sizes": QUICK_SIZES, "total_bytes": QUICK_TOTAL_BYTES, **given}
     if args.link:
         given["links"] = args.link
-    host_set = {k: v for k, v in (("max_payload_bytes", args.mps), ("max_read_request_bytes", args.mrrs)) if v is not None}
+    host_set = {k: v for k, v in (("max_payload_bytes", args.mps), ("max_read_request_bytes", args.mrrs))
+                if v is not None}
     if host_set:
-        given["links"] = tuple(dataclasses.replace(link, **host_set) for link in given.get("links", CardBenchConfig().links))
+        given["links"] = tuple(dataclasses.replace(link, **host_set)
+                               for link in given.get("links", CardBenchConfig().links))
     engine = {f.name: getattr(args, f.name) for f in dataclasses.fields(EngineParams)
               if getattr(args, f.name, None) is not None}
     if "data_width" not in engine and args.link and all(link.interface_bits == 512 for link in args.link):
