@@ -148,9 +148,9 @@ class Engine(wiring.Component):
         # it, the same every cycle, held inverted so that synthesis keeps it apart from the register it copies
         flush_copy_n = Signal(init=1)
         m.d.sync += flush_copy_n.eq(~regs.flush_next)
-        m.d.comb += [planner.stops.halting.eq(queues.stops.halting), planner.stops.stop_at.eq(queues.stops.stop_at),
-                     planner.stops.draining.eq(queues.stops.draining), planner.stops.hard.eq(queues.stops.hard),
-                     planner.stops.flush.eq(~flush_copy_n), cw.flush.eq(~flush_copy_n)]
+        m.d.comb += [getattr(planner.stops, name).eq(getattr(queues.stops, name))
+                     for name in queues.stops.signature.members if name != "flush"]
+        m.d.comb += [planner.stops.flush.eq(~flush_copy_n), cw.flush.eq(~flush_copy_n)]
 
         # reads: bursts out, data into the buffer
         wiring.connect(m, reader.tag, tracker.tag)
