@@ -32,6 +32,11 @@ PERIOD_NS = 4.0  # the block's 250 MHz user clock
 TIMEOUT = dict(timeout=200, timeout_unit="us")  # a completion that never comes fails the test, not the run
 
 
+def size_code(nbytes: int) -> int:
+    """Device Control's code for a request or payload size of `nbytes` (128 << code bytes)."""
+    return (nbytes // 128).bit_length() - 1
+
+
 class Card:
     """The card's top (`dut`) inside cocotbext-pcie's model of the UltraScale+ block (`block`, a class like
     UltraScalePlusPcieDevice) at a link its interface width offers (by default Gen3 x8 for a 256-bit card, Gen3
@@ -47,7 +52,7 @@ class Card:
         self.rc = RootComplex()
         # the host's Max Payload Size (a code: 128 << code bytes), which enumeration sets in the card's Device
         # Control, the card supporting as much
-        self.rc.max_payload_size = (max_payload_bytes // 128).bit_length() - 1
+        self.rc.max_payload_size = size_code(max_payload_bytes)
         self.dev = block(
             pcie_generation=generation, pcie_link_width=lanes, user_clk_frequency=user_clk_mhz * 1e6,
             alignment="dword", max_payload_size=max_payload_bytes,
@@ -69,10 +74,16 @@ class Card:
         function = self.rc.find_device(self.dev.functions[0].pcie_id)
         await function.set_master()
         if self.max_read_request_bytes != MAX_READ_REQUEST_BYTES:
-            # the host's choice in Device Control, which the block reports on cfg_max_read_req a few cycles later
-            await function.set_readrq((self.max_read_request_bytes // 128).bit_length() - 1)
-            await Timer(20 * PERIOD_NS, "ns")
+            await self.set_sizes(function, self.max_read_request_bytes)
         self.bar = function.bar_window[0]
+
+    async def set_sizes(self, function, max_read_request_bytes: int, max_payload_bytes: int | None = None) -> None:
+        """Write the card's Max_Read_Request_Size (and Max_Payload_Size, where given) into its Device Control as a
+        host does, and wait the few cycles the block takes to report them on cfg_max_read_req and cfg_max_payload."""
+        await function.set_readrq(size_code(max_read_request_bytes))
+        if max_payload_bytes is not None:
+            await function.set_mps(size_code(max_payload_bytes))
+        await Timer(20 * PERIOD_NS, "ns")
 
 
 

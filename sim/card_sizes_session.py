@@ -12,17 +12,14 @@ import json
 import os
 
 import cocotb
-from cocotb.triggers import Timer
-from cocotbext.pcie.core.caps import PciCapId
 from cocotbext.pcie.core.tlp import TlpType
 
 from driver.abi import Perm
 from sim.card import bar0_bytes, card_params
-from sim.card_session import GUARD, PERIOD_NS, Card, copy_checked, open_with_host
+from sim.card_session import GUARD, Card, copy_checked, open_with_host
 from sim.driver_model import SimDriver
 
 SOURCE = bytes((i * 29 + 7) & 0xFF for i in range(0x10000))  # region 0's bytes
-DEVCTL = 0x8  # Device Control in the PCI Express capability: MPS [7:5], MRRS [14:12]
 
 
 class RequestLog:
@@ -54,15 +51,6 @@ class RequestLog:
         return out
 
 
-async def set_sizes(card: Card, function, mrrs_code: int, mps_code: int) -> None:
-    """Write the card's Max_Read_Request_Size and Max_Payload_Size as a host does, and wait for the block to
-    report them."""
-    devctl = await function.capability_read_dword(PciCapId.EXP, DEVCTL)
-    devctl = devctl & ~(0x7 << 12 | 0x7 << 5) | mrrs_code << 12 | mps_code << 5
-    await function.capability_write_dword(PciCapId.EXP, DEVCTL, devctl)
-    await Timer(20 * PERIOD_NS, "ns")
-
-
 async def copy(driver: SimDriver, slow: SimDriver, host, sizes: list[int], posted: int) -> int:
     """Copy `sizes` bytes each (region 0 to region 1), every destination checked byte for byte with guard bytes
     around; the descriptors posted after."""
@@ -77,7 +65,7 @@ async def card_request_sizes(dut):
     card.rc.max_payload_size = 0  # the host's MPS: 128 bytes, set in the card at enumeration
     await card.open(bar0_bytes(params))
     function = card.rc.find_device(card.dev.functions[0].pcie_id)
-    await set_sizes(card, function, 0, 0)
+    await card.set_sizes(function, 128, 128)
     result = {"cfg": {"max_read_req": int(dut.cfg_max_read_req.value), "max_payload": int(dut.cfg_max_payload.value)}}
 
     log = RequestLog(card.rc)
@@ -91,12 +79,12 @@ async def card_request_sizes(dut):
 
     posted = await copy(driver, slow, host, [4096 + 77, 3000, 1021], 0)
     result["mrrs_128"] = log.take()
-    await set_sizes(card, function, 2, 0)
+    await card.set_sizes(function, 512)
     result["cfg_after"] = {"max_read_req": int(dut.cfg_max_read_req.value)}
     posted = await copy(driver, slow, host, [3000], posted)
     result["mrrs_512"] = log.take()
     # 4 KiB: the card's read bursts are a page long, so an 8 KiB copy's reads are the host's size, not the burst's
-    await set_sizes(card, function, 5, 0)
+    await card.set_sizes(function, 4096)
     result["cfg_4096"] = {"max_read_req": int(dut.cfg_max_read_req.value)}
     await copy(driver, slow, host, [8192], posted)
     result["mrrs_4096"] = log.take()
