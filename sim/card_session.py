@@ -86,7 +86,6 @@ class Card:
         await Timer(20 * PERIOD_NS, "ns")
 
 
-
 class TimedBar:
     """BAR0 as SimDriver reaches it: every read bounded, so a completion that never comes fails the test
     instead of stalling the simulation."""
