@@ -24,7 +24,7 @@ from cocotbext.pcie.core.utils import PcieId
 from driver import register_program as rp
 from driver.abi import QUEUE, Flag, Perm
 from driver.descriptor import Descriptor
-from sim.card import bar0_bytes, card_params
+from sim.card import bar0_bytes, session_params
 from sim.card_session import PERIOD_NS, Card, CardTB
 from sim.driver_model import SimDriver
 
@@ -83,7 +83,7 @@ class FaultyReads:
 @cocotb.test()
 async def card_read_errors(dut):
     timeout = int(os.environ[TIMEOUT_ENV])
-    params = card_params(num_queues=2, slots=16, num_regions=8)
+    params = session_params()
     card = Card(dut)
     await card.open(bar0_bytes(params))
     assert card.dev.functions[0].pcie_cap.extended_tag_field_enable, "enumeration left extended tags off"

@@ -23,7 +23,7 @@ from cocotbext.pcie.core.tlp import TlpType
 from driver import register_program as rp
 from driver.abi import QUEUE, Flag, Perm
 from driver.descriptor import Descriptor
-from sim.card import bar0_bytes, card_params
+from sim.card import bar0_bytes, session_params
 from sim.card_session import PERIOD_NS, Card, CardTB
 from sim.driver_model import SimDriver
 from sim.peer_memory import PeerMemory
@@ -62,7 +62,7 @@ class RootComplexWatch:
 
 @cocotb.test()
 async def card_peer_to_peer(dut):
-    params = card_params(num_queues=2, slots=16, num_regions=8)
+    params = session_params()
     card = Card(dut)
     peer = PeerMemory(card.rc)  # on the root complex's second port
     await card.open(bar0_bytes(params))

@@ -54,13 +54,14 @@ class CardSimProvider(EngineProvider):
 
         from driver.scenario import Outcome, by_geometry
         from sim.build import BUILD_ROOT, SimulationError, build, run
-        from sim.card import CARD, bar0_bytes, card_params
+        from sim.card import CARD, SIM_READS_OUTSTANDING, bar0_bytes, card_params
         from sim.job_types import ScenariosJob, job_to_json
 
         groups = by_geometry(scenarios)
         outcomes = {}
         for (nq, slots, regions), batch in groups.items():
-            p = card_params(num_queues=nq, slots=slots, num_regions=regions, **params)
+            p = card_params(num_queues=nq, slots=slots, num_regions=regions,
+                            **{"reads_outstanding": SIM_READS_OUTSTANDING, **params})
             model = build(p, console=console, top=CARD)
             (BUILD_ROOT / "runs").mkdir(parents=True, exist_ok=True)
             run_dir = Path(tempfile.mkdtemp(prefix="card-", dir=BUILD_ROOT / "runs"))

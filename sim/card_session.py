@@ -23,7 +23,7 @@ from driver import register_program as rp
 from driver.abi import QUEUE, Flag, Perm
 from driver.descriptor import Descriptor
 from driver.memory import BusMemory
-from sim.card import bar0_bytes, card_params
+from sim.card import bar0_bytes, session_params
 from sim.card_bench_link import MAX_PAYLOAD_BYTES, MAX_READ_REQUEST_BYTES
 from sim.driver_model import SimDriver
 
@@ -215,7 +215,7 @@ async def copy_checked(driver: SimDriver, slow: SimDriver, host, src: bytes, dst
 
 @cocotb.test()
 async def card_first_light(dut):
-    params = card_params(num_queues=2, slots=16, num_regions=8)
+    params = session_params()
     card = Card(dut)
     await card.open(bar0_bytes(params))
     result = {"bar0_bytes": bar0_bytes(params)}
@@ -294,7 +294,7 @@ async def card_window_writes(dut):
     neighbouring slot shows as a wrong copy or a halted queue."""
     from driver.abi import WINDOW_BASE, window_stride
 
-    params = card_params(num_queues=2, slots=16, num_regions=8)
+    params = session_params()
     card = Card(dut)
     await card.open(bar0_bytes(params))
     _, driver, slow = drivers(card)

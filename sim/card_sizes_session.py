@@ -15,7 +15,7 @@ import cocotb
 from cocotbext.pcie.core.tlp import TlpType
 
 from driver.abi import Perm
-from sim.card import bar0_bytes, card_params
+from sim.card import bar0_bytes, session_params
 from sim.card_session import GUARD, Card, copy_checked, open_with_host
 from sim.driver_model import SimDriver
 
@@ -60,7 +60,7 @@ async def copy(driver: SimDriver, slow: SimDriver, host, sizes: list[int], poste
 
 @cocotb.test()
 async def card_request_sizes(dut):
-    params = card_params(num_queues=2, slots=16, num_regions=8)
+    params = session_params()
     card = Card(dut)  # (its block model drives the card's cfg_max_read_req and cfg_max_payload)
     card.rc.max_payload_size = 0  # the host's MPS: 128 bytes, set in the card at enumeration
     await card.open(bar0_bytes(params))

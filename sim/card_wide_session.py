@@ -15,7 +15,7 @@ import cocotb
 from driver.abi import Perm
 from rtl.pcie_streams import (RC512_EOP_PTR, RC512_IS_EOP, RC512_IS_SOP, RC512_SOP_PTR, RQ512_EOP_PTR, RQ512_IS_EOP,
                               RQ512_IS_SOP)
-from sim.card import bar0_bytes, card_params
+from sim.card import bar0_bytes, session_params
 from sim.card_session import GUARD, Card, copy_checked, open_with_host
 from sim.card_sizes_session import RequestLog
 
@@ -83,7 +83,7 @@ class RcBeats:
 
 @cocotb.test()
 async def card_wide_sweep(dut):
-    params = card_params(data_width=512, num_queues=2, slots=16, num_regions=8)
+    params = session_params(data_width=512)
     card = Card(dut)
     assert card.width == 512, f"this sweep wants the 512-bit card, not a {card.width}-bit one"
     await card.open(bar0_bytes(params))

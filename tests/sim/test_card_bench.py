@@ -12,6 +12,9 @@ from sim import toolchain
 pytestmark = [pytest.mark.sim,
               pytest.mark.skipif(toolchain.missing() is not None, reason=f"no simulator: {toolchain.missing()}")]
 
+# the card sessions' small card (sim/card.py's SESSION_GEOMETRY): no extra Verilator build in CI
+SESSION_CARD = ["--num-queues", "2", "--slots", "16", "--num-regions", "8", "--reads-outstanding", "16"]
+
 ROW_KEYS = {"link", "bytes", "descriptors", "gbps", "line_rate_fraction", "latency_ns", "latency_cycles",
             "gbps_steady", "doorbell_to_first_read_cycles", "read_round_trip_ns", "cycles_per_write_tlp",
             "cycles_per_completion", "verified", "word_sent_cycles", "word_sent_ns"}
@@ -22,10 +25,8 @@ def test_tiny_card_bench_writes_checked_rows(tmp_path):
     from ark_runtime.cli.main import main
 
     out, png = tmp_path / "card.json", tmp_path / "plot" / "card.png"
-    # the first-light test's geometry (2 queues, 16 slots, 8 regions): no extra Verilator build in CI
     assert main(["sim", "bench", "--card", "--json", str(out), "--plot", str(png), "--sizes", "256,4096",
-                 "--total-bytes", "4096", "--round-trip-ns", "500", "--num-queues", "2", "--slots", "16",
-                 "--num-regions", "8"]) == 0
+                 "--total-bytes", "4096", "--round-trip-ns", "500", *SESSION_CARD]) == 0
     result = json.loads(out.read_text())
     assert png.stat().st_size > 0
     assert result["complete"] is True and result["verified"] is True and result["round_trip_ns"] == 500.0
@@ -65,7 +66,7 @@ def test_the_latency_model_takes_the_card_from_doorbell_to_the_words_request(tmp
 
     out = tmp_path / "card8k.json"
     assert main(["sim", "bench", "--card", "--json", str(out), "--sizes", "8192", "--total-bytes", "8192",
-                 "--round-trip-ns", "500", "--num-queues", "2", "--slots", "16", "--num-regions", "8"]) == 0
+                 "--round-trip-ns", "500", *SESSION_CARD]) == 0
     result = json.loads(out.read_text())
     row, model = result["rows"][0], result["links"]["gen3x8"]["end_to_end_model"]
     assert row["verified"] is True and row["word_sent_cycles"] < row["latency_cycles"]
@@ -86,7 +87,7 @@ def test_the_hosts_max_payload_size_cuts_the_cards_writes(tmp_path):
     for mps in (128, 256):
         out = tmp_path / f"mps{mps}.json"
         assert main(["sim", "bench", "--card", "--json", str(out), "--sizes", "4096", "--total-bytes", "4096",
-                     "--round-trip-ns", "500", "--num-queues", "2", "--slots", "16", "--num-regions", "8",
+                     "--round-trip-ns", "500", *SESSION_CARD,
                      "--mps", str(mps)]) == 0
         result = json.loads(out.read_text())
         link = result["links"]["gen3x8"]
@@ -118,8 +119,7 @@ def test_card_bench_at_the_512_bit_links(tmp_path):
 
     out = tmp_path / "card512.json"
     assert main(["sim", "bench", "--card", "--json", str(out), "--link", "gen3x16,gen4x8", "--sizes", "256,4096",
-                 "--total-bytes", "4096", "--round-trip-ns", "500", "--num-queues", "2", "--slots", "16",
-                 "--num-regions", "8"]) == 0
+                 "--total-bytes", "4096", "--round-trip-ns", "500", *SESSION_CARD]) == 0
     result = json.loads(out.read_text())
     assert result["complete"] is True and result["verified"] is True
     assert result["params"]["data_width"] == 512
@@ -144,3 +144,11 @@ def test_a_link_the_cards_interface_cannot_run_is_refused(capsys):
     # one card per run: gen3x8 runs the 256-bit interface, gen3x16 the 512-bit one
     assert main(["sim", "bench", "--card", "--json", "/tmp/never.json", "--link", "gen3x8,gen3x16"]) != 0
     assert "need the 512-bit interface" in capsys.readouterr().err
+
+
+def test_session_card_options_are_the_sessions_geometry():
+    """SESSION_CARD above must name the card the sessions build, or the bench tests pay for another build."""
+    from sim.card import SESSION_GEOMETRY
+
+    given = dict(zip(SESSION_CARD[::2], SESSION_CARD[1::2]))
+    assert {k[2:].replace("-", "_"): int(v) for k, v in given.items()} == SESSION_GEOMETRY

@@ -19,6 +19,19 @@ def test_card_first_light_through_the_pcie_model(tmp_path):
     assert result["long_read"].startswith("refused")
 
 
+@pytest.mark.slow
+def test_card_first_light_with_the_cards_own_reads_in_flight(tmp_path):
+    """The card's engine as shipped keeps 128 reads in flight (the tests' card: 16); its read tracker and requester
+    then convert to ~12 MB of Verilog, about half an hour to build on two cores, hence `slow`."""
+    from sim.card import card_params
+
+    ro = card_params().reads_outstanding
+    assert ro == 128
+    result = run_card(tmp_path, "sim.card_session", "card_first_light", reads_outstanding=ro)
+    assert result["copies"] == {"descriptors": 5, "bytes": 8266, "completion_word": 5}
+    assert result["unbacked_read"] == "BUS_ERROR"
+
+
 def test_card_window_takes_descriptors_however_the_writes_are_cut(tmp_path):
     # straight into the window a CQ beat a cycle: byte enables, writes straddling slots, partial overwrites
     result = run_card(tmp_path, "sim.card_session", "card_window_writes")
