@@ -15,17 +15,19 @@ from sim.build import Top
 __all__ = ["CARD", "SIM_READS_OUTSTANDING", "SESSION_GEOMETRY", "SimCard", "bar0_bytes", "card_params",
            "session_params"]
 
-CARD = Top("arkdma_card", SimCard, sources=("rtl", "fpga/cores", "sim/card.py"), suffix="_card")
+CARD = Top("arkdma_card", SimCard, sources=("rtl", "fpga/cores", "sim/card.py"), suffix="_card", quick_compile=True)
 
 # Reads in flight of the card a functional simulation builds (the card-sim engine, the card sessions and their
 # tests): the card's engine with 16 read IDs instead of 128. The read tracker and the requester keep state per
-# read ID, so at 128 Amaranth writes about 12 MB of Verilog (over ten minutes to convert on two cores, as long
+# read ID, so at 128 Amaranth writes about 12 MB of Verilog (9 minutes to convert on two cores, as long
 # again for Verilator), at 16 about 2 MB (about 15 s). Only the card bench needs 128 reads in flight, to cover
 # the link's round trip at full rate; it builds the card as shipped unless told otherwise.
 SIM_READS_OUTSTANDING = 16
 
-# The small card the card sessions (sim/card_*_session.py) and their tests share: one Verilator build per width.
-SESSION_GEOMETRY = dict(num_queues=2, slots=16, num_regions=8, reads_outstanding=SIM_READS_OUTSTANDING)
+# The card the card sessions (sim/card_*_session.py), their tests and the card bench's tests run on: the
+# conformance suite's geometry (tests/conformance/builder.py), so that the card-sim engine's conformance run
+# shares its Verilator build; one build per width.
+SESSION_GEOMETRY = dict(num_queues=4, slots=16, num_regions=16, reads_outstanding=SIM_READS_OUTSTANDING)
 
 
 def session_params(**given) -> EngineParams:

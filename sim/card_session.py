@@ -222,7 +222,8 @@ async def card_first_light(dut):
 
     tb, driver, slow = drivers(card)
     geometry = await driver.open()  # the identity registers, checked, then the engine enabled
-    assert (geometry.num_queues, geometry.slots, geometry.num_regions) == (2, 16, 8), geometry
+    assert (geometry.num_queues, geometry.slots, geometry.num_regions) == (
+        params.num_queues, params.slots, params.num_regions), geometry
     result["identity"] = {"num_queues": geometry.num_queues, "slots": geometry.slots,
                           "num_regions": geometry.num_regions}
     await driver.reset()

@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.sim,
               pytest.mark.skipif(toolchain.missing() is not None, reason=f"no simulator: {toolchain.missing()}")]
 
 # the card sessions' small card (sim/card.py's SESSION_GEOMETRY): no extra Verilator build in CI
-SESSION_CARD = ["--num-queues", "2", "--slots", "16", "--num-regions", "8", "--reads-outstanding", "16"]
+SESSION_CARD = ["--num-queues", "4", "--slots", "16", "--num-regions", "16", "--reads-outstanding", "16"]
 
 ROW_KEYS = {"link", "bytes", "descriptors", "gbps", "line_rate_fraction", "latency_ns", "latency_cycles",
             "gbps_steady", "doorbell_to_first_read_cycles", "read_round_trip_ns", "cycles_per_write_tlp",

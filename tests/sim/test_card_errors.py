@@ -21,7 +21,7 @@ def errors_card():
     from sim.card import SimCard
 
     return Top("arkdma_card", lambda p: SimCard(p, completion_timeout_cycles=TIMEOUT_CYCLES),
-               sources=("rtl", "fpga/cores", "sim/card.py"), suffix=f"_card_cto{TIMEOUT_CYCLES}")
+               sources=("rtl", "fpga/cores", "sim/card.py"), suffix=f"_card_cto{TIMEOUT_CYCLES}", quick_compile=True)
 
 
 def test_card_read_errors_through_the_pcie_model(tmp_path):

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.sim
 
 def test_card_first_light_through_the_pcie_model(tmp_path):
     result = run_card(tmp_path, "sim.card_session", "card_first_light")
-    assert result["identity"] == {"num_queues": 2, "slots": 16, "num_regions": 8}
+    assert result["identity"] == {"num_queues": 4, "slots": 16, "num_regions": 16}
     assert result["copies"] == {"descriptors": 5, "bytes": 8266, "completion_word": 5}
     assert result["unbacked_read"] == "BUS_ERROR"
     assert result["long_read"].startswith("refused")
@@ -42,7 +42,7 @@ def test_512_bit_card_first_light_at_gen3x16(tmp_path):
     """The 512-bit card (512-bit engine and streams) behind the block model at Gen3 x16: enumeration, BAR0's
     registers (CC completions of one beat with is_sop/is_eop), copies checked byte for byte, the bus error."""
     result = run_card(tmp_path, "sim.card_session", "card_first_light", data_width=512)
-    assert result["identity"] == {"num_queues": 2, "slots": 16, "num_regions": 8}
+    assert result["identity"] == {"num_queues": 4, "slots": 16, "num_regions": 16}
     assert result["copies"] == {"descriptors": 5, "bytes": 8266, "completion_word": 5}
     assert result["unbacked_read"] == "BUS_ERROR"
     assert result["long_read"].startswith("refused")
