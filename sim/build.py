@@ -25,7 +25,7 @@ from sim import toolchain
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 BUILD_ROOT = Path(os.environ.get("ARKDMA_BUILD_DIR") or PROJECT_ROOT / "build") / "sim"
-MAX_MODELS = 6  # Verilator models (~60-180 MB each)
+MAX_MODELS = 10  # Verilator models (~60-180 MB each): more than a test run builds (8), so none is rebuilt
 MAX_RUNS = 24  # run folders (logs, results, waveforms)
 TOPLEVEL = "arkdma_engine"
 # Amaranth's Verilog trips Verilator's lint; these are style warnings, not errors in the design.
@@ -164,25 +164,30 @@ def build(params: EngineParams, waves: bool = False, console=None, root: Path = 
         return result
 
 
+def _mtime(p: Path) -> float:
+    try:
+        return p.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 def _newest_first(folders: list[Path]) -> list[Path]:
-    def mtime(p: Path) -> float:
-        try:
-            return p.stat().st_mtime
-        except OSError:
-            return 0.0
-
-    return sorted(folders, key=mtime, reverse=True)
+    return sorted(folders, key=_mtime, reverse=True)
 
 
-def prune(root: Path = BUILD_ROOT, keep_models: int = MAX_MODELS, keep_runs: int = MAX_RUNS) -> list[Path]:
+def prune(root: Path = BUILD_ROOT, keep_models: int = MAX_MODELS, keep_runs: int = MAX_RUNS,
+          spare_seconds: float = 3600) -> list[Path]:
     """Remove all but the `keep_models` models used last and the `keep_runs` newest run folders; returns
-    what went. A model in use is locked and its folder touched when used, so it is never the oldest."""
+    what went. A model's folder is touched whenever it is used, and nothing touched in the last
+    `spare_seconds` goes: another test process of the same run may be between a build and its simulation."""
     removed = []
     if not root.is_dir():
         return removed
     models = [p for p in root.iterdir() if p.is_dir() and p.name != "runs"]
     runs = [p for p in (root / "runs").iterdir() if p.is_dir()] if (root / "runs").is_dir() else []
-    for folder in _newest_first(models)[keep_models:] + _newest_first(runs)[keep_runs:]:
+    recent = time.time() - spare_seconds
+    old = [p for p in _newest_first(models)[keep_models:] + _newest_first(runs)[keep_runs:] if _mtime(p) < recent]
+    for folder in old:
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder)
     return removed

@@ -17,11 +17,14 @@ def test_probe_and_loopback_dma_on_the_simulated_board(capsys):
     from ark_runtime.cli.main import main
     from sim.board import BoardSimulation, board_params
 
-    board = BoardSimulation(board_params(num_queues=2, slots=16, num_regions=8)).start()
+    from tests.conformance.builder import GEOMETRY
+
+    # the conformance suite's geometry: the card-uart-sim engine's build, not one more
+    board = BoardSimulation(board_params(**GEOMETRY)).start()
     try:
         assert main(["fpga", "probe", "--port", board.url, "--dma", "--timeout", "30"]) == 0
     finally:
         board.stop()
     out = capsys.readouterr().out
-    assert "core engine" in out and "NUM_QUEUES 0x00000002" in out
+    assert "core engine" in out and f"NUM_QUEUES 0x{GEOMETRY['num_queues']:08x}" in out
     assert "loopback DMA: 1021 bytes copied and checked" in out and "completion count 1" in out

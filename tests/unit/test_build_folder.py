@@ -23,6 +23,17 @@ def test_prune_keeps_the_newest_models_and_runs(tmp_path):
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["job-4", "job-5", "job-6"]
 
 
+def test_prune_spares_what_was_used_lately(tmp_path):
+    """Another test process may be between a build and its run: a folder touched lately stays, whatever its rank."""
+    old = [_folder(tmp_path / f"dw64_{i}", i) for i in range(3)]
+    fresh = tmp_path / "dw64_fresh"
+    fresh.mkdir()
+    os.utime(old[0])  # used just now
+    removed = prune(tmp_path, keep_models=1, keep_runs=1)
+    assert sorted(p.name for p in removed) == ["dw64_1", "dw64_2"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dw64_0", "dw64_fresh"]
+
+
 def test_build_products_live_under_one_ignored_folder():
     assert BUILD_ROOT.parent == PROJECT_ROOT / "build" or os.environ.get("ARKDMA_BUILD_DIR")
     assert "build/" in (PROJECT_ROOT / ".gitignore").read_text().split()
