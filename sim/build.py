@@ -25,7 +25,7 @@ from sim import toolchain
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 BUILD_ROOT = Path(os.environ.get("ARKDMA_BUILD_DIR") or PROJECT_ROOT / "build") / "sim"
-MAX_MODELS = 10  # Verilator models (~60-180 MB each): more than a test run builds (8), so none is rebuilt
+MAX_MODELS = 10  # Verilator models (~60-180 MB each): more than the test suite builds (7), so none is rebuilt
 MAX_RUNS = 24  # run folders (logs, results, waveforms)
 TOPLEVEL = "arkdma_engine"
 # Amaranth's Verilog trips Verilator's lint; these are style warnings, not errors in the design.

@@ -19,8 +19,8 @@ CARD = Top("arkdma_card", SimCard, sources=("rtl", "fpga/cores", "sim/card.py"),
 
 # Reads in flight of the card a functional simulation builds (the card-sim engine, the card sessions and their
 # tests): the card's engine with 16 read IDs instead of 128. The read tracker and the requester keep state per
-# read ID, so at 128 Amaranth writes about 12 MB of Verilog (9 minutes to convert on two cores, as long
-# again for Verilator), at 16 about 2 MB (about 15 s). Only the card bench needs 128 reads in flight, to cover
+# read ID, so at 128 Amaranth writes about 12 MB of Verilog (6 minutes to convert on two cores, the whole build
+# 8), at 16 about 2 MB (about 15 s; the whole build 1.5 minutes). Only the card bench needs 128 reads in flight, to cover
 # the link's round trip at full rate; it builds the card as shipped unless told otherwise.
 SIM_READS_OUTSTANDING = 16
 

@@ -2,7 +2,7 @@
 rtl/pcie_requester.py), driven through cocotbext-pcie's endpoint and root complex (sim/card.py): register
 programs and windows through BAR0, the engine's DMA across the link into host memory. The card is built with
 sim/card.py's SIM_READS_OUTSTANDING reads in flight (16, not the shipped 128: a build of about a minute and a
-half instead of half an hour), unless run_scenarios is given reads_outstanding.
+half instead of eight), unless run_scenarios is given reads_outstanding.
 
 Write errors are not reported: PCIe writes are posted, so a write to host memory that is not there is
 dropped by the root complex and the engine is never told. The engine therefore reports no BUS_ERRORS

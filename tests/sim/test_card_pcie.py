@@ -22,7 +22,7 @@ def test_card_first_light_through_the_pcie_model(tmp_path):
 @pytest.mark.slow
 def test_card_first_light_with_the_cards_own_reads_in_flight(tmp_path):
     """The card's engine as shipped keeps 128 reads in flight (the tests' card: 16); its read tracker and requester
-    then convert to ~12 MB of Verilog, about half an hour to build on two cores, hence `slow`."""
+    then convert to ~12 MB of Verilog, about 8 minutes to build on two cores, hence `slow`."""
     from sim.card import card_params
 
     ro = card_params().reads_outstanding
