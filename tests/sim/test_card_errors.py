@@ -17,11 +17,12 @@ TIMEOUT_CYCLES = 4096  # 16 us at 250 MHz: far above a read's round trip in the 
 
 def errors_card():
     """The card's build with the short completion timeout (its own build folder)."""
-    from sim.build import Top
-    from sim.card import SimCard
+    import dataclasses
 
-    return Top("arkdma_card", lambda p: SimCard(p, completion_timeout_cycles=TIMEOUT_CYCLES),
-               sources=("rtl", "fpga/cores", "sim/card.py"), suffix=f"_card_cto{TIMEOUT_CYCLES}", quick_compile=True)
+    from sim.card import CARD, SimCard
+
+    return dataclasses.replace(CARD, make=lambda p: SimCard(p, completion_timeout_cycles=TIMEOUT_CYCLES),
+                               suffix=f"_card_cto{TIMEOUT_CYCLES}")
 
 
 def test_card_read_errors_through_the_pcie_model(tmp_path):
