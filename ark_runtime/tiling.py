@@ -15,7 +15,7 @@ from ark_runtime.model import DTYPE_BYTES, Model, Op, Tensor
 
 MATMUL_TILE = 128
 MIN_MATMUL_TILE = 32
-SKINNY_ROWS = 16  # a matmul with at most this many rows streams its weights (gemv.cuh), see `skinny`
+SKINNY_ROWS = 16  # a matmul with at most this many rows streams its weights (gemv.cuh, gemv_mma.cuh), see `skinny`
 SKINNY_WIDTHS = (128, 64, 32)  # its tiles' columns, widest first; 32 at least: rows of B read 64 bytes or more
 ATTENTION_BLOCKS = (64, 32, 16)  # queries per attention tile, most first (attention.cuh: 16-row groups)
 MIN_TILE_ELEMENTS = 2048
@@ -141,18 +141,25 @@ def attention_block(seq: int, d: int, heads: int, num_sms: int) -> int:
     return bq
 
 
-# Where the wgmma tile runs, matmuls of more rows than this take it (rows past M zero-filled in a 64-row block) rather
-# than the weight-streaming FMA tile. mlp at batch 1, 2, 4, 8, 16 on an H200 (us per iteration): the FMA tile 70.8,
-# 69.1, 73.0, 95.2, 164.8; the wgmma tile 76.7, 76.1, 77.4, 76.9, 74.6 (bench/results/h200/experiments/skinny.json).
-SKINNY_ROWS_WGMMA = 4
+# A bf16/fp16 skinny matmul of more rows than this multiplies on tensor cores with its operands swapped
+# (gemv_mma.cuh) where K and N are multiples of 8, rather than on gemv.cuh's FMA units: mlp at batch 1, 2, 4, 8, 16
+# on an H200 (us per iteration) took on the FMA tile 70.8, 69.1, 73.0, 95.2, 164.8, the FMAs setting the pace from
+# 8 rows (bench/results/h200/experiments/skinny.json).
+SKINNY_ROWS_FMA = 4
+
+
+def skinny_mma(m: int, n: int, k: int, dtype: str) -> bool:
+    """Whether a skinny matmul takes gemv_mma.cuh (tensor cores, 16-byte copies) rather than gemv.cuh's FMA tile."""
+    return SKINNY_ROWS_FMA < m <= SKINNY_ROWS and dtype in ("bf16", "fp16") and k % 8 == 0 and n % 8 == 0
 
 
 def skinny(m: int) -> bool:
-    """Whether a matmul of `m` rows takes the weight-streaming path (gemv.cuh, FMA units) instead of tensor-core
-    tiles, whose 16-row fragments would be mostly padding. Each weight serves m rows: per 16 KiB of bf16 weights a
-    CTA issues about 8 x 430 warp instructions at m = 8 (0.5 us at 1.75 GHz, where an H100 SM's share of the
-    memory's 3 TB/s brings them in 0.7 us) and about twice that at m = 16 (compute-bound, near 2 TB/s); above 16
-    the tensor cores' fragments fill and their throughput is needed."""
+    """Whether a matmul of `m` rows takes a weight-streaming tile (gemv.cuh on FMA units, or gemv_mma.cuh on tensor
+    cores: `skinny_mma`) instead of a tile whose 64-row (wgmma) or 16-row (WMMA) blocks would be mostly padding.
+    Each weight serves m rows: per 16 KiB of bf16 weights gemv.cuh's CTA issues about 8 x 430 warp instructions at
+    m = 8 (0.5 us at 1.75 GHz, where an H100 SM's share of the memory's 3 TB/s brings them in 0.7 us) and twice that
+    at m = 16, so past SKINNY_ROWS_FMA rows the mma tile does the multiplies (4 x m / 8 mma per warp a slice);
+    above 16 rows a tile's fragments fill and the block tiles' reuse of B pays."""
     return m <= SKINNY_ROWS
 
 
@@ -189,14 +196,14 @@ def sm90_enabled() -> bool:
 
 def sm90_matmul_block(m: int, n: int, k: int, dtype: str, num_sms: int, wgmma: bool = True) -> tuple[int, int] | None:
     """The output block (BM, BN) of the Hopper wgmma tile (include/ark/matmul_sm90.cuh) for a bf16/fp16 matmul,
-    or None where another tile runs: the skinny path (`skinny`: M <= 16), or `matmul_block`'s WMMA tile for fp32,
+    or None where another tile runs: the skinny tiles (`skinny`: M <= 16), or `matmul_block`'s WMMA tile for fp32,
     for K or N not a multiple of 8 (the tile loads 16-byte rows) and with $ARK_SM90_MATMUL=0.
     The rule: of SM90_BLOCKS (largest first), leaving out blocks that the matrix would leave more than half empty
     (128 rows for M <= 64, 256 columns for N <= 128, 128 for N <= 64), the first whose tiles fill the SMs
     (SM90_FILL per SM), else the smallest, 64 x 64. Codegen and the tiling both ask here, so the plan's regions
     are the template's."""
     if not wgmma or not sm90_enabled() or dtype not in ("bf16", "fp16") or k % 8 or n % 8 or k < 8 or n < 8 \
-            or m <= SKINNY_ROWS_WGMMA:
+            or skinny(m):
         return None
     blocks = [(bm, bn) for bm, bn in SM90_BLOCKS if (bm == 64 or 2 * m > bm) and (bn == 64 or 2 * n > bn)]
     for bm, bn in blocks:
@@ -212,20 +219,11 @@ K_SPLITS = (8, 4, 2)  # parts a matmul's K may be cut into (split_k.py), most fi
 MIN_PART_K = 1024
 
 
-# A skinny matmul's widest tiles (gemv.cuh): a split part takes these. Narrower tiles read shorter pieces of each
-# row of B and stream slower on an H100: mlp-b1's down projection in 32-column tiles took 38.6-46.3 us a tile (44.2
-# mean) against 41.2-43.2 (42.0) for its up projection's 128-column tiles, the same 1 MiB of weights each
-# (bench/results/h100/experiments/sm_spread/).
+# A skinny matmul's widest tiles (gemv.cuh, gemv_mma.cuh): a split part takes these. Narrower tiles read shorter
+# pieces of each row of B and stream slower on an H100: mlp-b1's down projection in 32-column tiles took 38.6-46.3 us
+# a tile (44.2 mean) against 41.2-43.2 (42.0) for its up projection's 128-column tiles, the same 1 MiB of weights
+# each (bench/results/h100/experiments/sm_spread/).
 SKINNY_PART_COLS = SKINNY_WIDTHS[0]
-
-
-# A wgmma split part's tiles of a matmul whose A is mostly padding (M <= SKINNY_ROWS rows in a 64-row block) are this
-# wide where the parts then fill the SMs as well as narrower ones would: a part's time is then its stream of B, read
-# 256 bytes of a k-row at a time rather than 128. mlp-b8's down projection (2 parts of 64-column tiles by
-# SM90_BLOCKS' fill rule, which knows nothing of the split; now 4 parts of 128 columns) took 44.9-45.4 us against
-# 47.5-47.9, the iteration 96.3 us against 98.6. At M = 64 (mlp-b64) the same parts' tiles took no less on average
-# and the iteration 101.6 against 100.7 (one H100 session: bench/results/h100/experiments/split_width/).
-SPLIT_PART_BN = 128
 
 
 def _parts(tiles: int, k: int, num_sms: int, least: int = 2) -> int:
@@ -239,13 +237,11 @@ def _parts(tiles: int, k: int, num_sms: int, least: int = 2) -> int:
 
 def split_plan(m: int, n: int, k: int, dtype: str, num_sms: int, wgmma: bool = True) -> tuple[int, tuple[int, int]]:
     """(parts to cut a matmul's K into, the output block of a part's tiles); 1 part: no split.
-    Where the wgmma tile runs and its tiles fill at most half the SMs, or where a skinny matmul (gemv.cuh) would take
+    Where the wgmma tile runs and its tiles fill at most half the SMs, or where a skinny matmul (`skinny`) would take
     tiles narrower than SKINNY_PART_COLS: then the most parts whose tiles (SKINNY_PART_COLS wide for a skinny one,
     and then enough parts that a tile reads no more of B than the narrow tile would) still fit on the SMs at once,
-    each a whole number of 64-wide slices and at least MIN_PART_K long. A wgmma part's block of a matmul of at most
-    SKINNY_ROWS rows is widened to SPLIT_PART_BN columns where more parts then make as many tiles. (Each part's sums
-    go to fp32 memory and a sum op adds them: worth it only where SMs would otherwise sit idle, or read narrow tiles,
-    through a long K.)"""
+    each a whole number of 64-wide slices and at least MIN_PART_K long. (Each part's sums go to fp32 memory and a sum
+    op adds them: worth it only where SMs would otherwise sit idle, or read narrow tiles, through a long K.)"""
     block = sm90_matmul_block(m, n, k, dtype, num_sms, wgmma)
     if block is None:
         width = skinny_cols(n, num_sms)
@@ -258,13 +254,7 @@ def split_plan(m: int, n: int, k: int, dtype: str, num_sms: int, wgmma: bool = T
     def tiles(b: tuple[int, int]) -> int:
         return -(-m // b[0]) * -(-n // b[1])
 
-    parts = _parts(tiles(block), k, num_sms)
-    wide = (block[0], SPLIT_PART_BN)
-    if parts > 1 and m <= SKINNY_ROWS and block[1] < SPLIT_PART_BN <= n:
-        more = _parts(tiles(wide), k, num_sms)
-        if tiles(wide) * more >= tiles(block) * parts:
-            return more, wide
-    return parts, block
+    return _parts(tiles(block), k, num_sms), block
 
 
 def k_splits(m: int, n: int, k: int, dtype: str, num_sms: int, wgmma: bool = True) -> int:
@@ -275,7 +265,7 @@ def k_splits(m: int, n: int, k: int, dtype: str, num_sms: int, wgmma: bool = Tru
 def split_block(m: int, n: int, k: int, parts: int, dtype: str, num_sms: int, wgmma: bool = True) -> tuple[int, int]:
     """The output block of the tiles of a matmul's K cut into `parts` (K // parts each): split_plan's where it cuts
     that many, else the wgmma tile's for the part's K, or a skinny matmul's SKINNY_PART_COLS columns for all its
-    rows (gemv.cuh)."""
+    rows (gemv.cuh, gemv_mma.cuh)."""
     chosen, block = split_plan(m, n, k, dtype, num_sms, wgmma)
     if chosen == parts:
         return block

@@ -17,11 +17,11 @@ from ark_runtime.model import DTYPE_BYTES, Model, ModelError, Op, Tensor
 from ark_runtime.kernel.records import layout_checks
 from ark_runtime.plan import Plan
 from ark_runtime.tiling import (OFF, SKINNY_PART_COLS, SM90_BK, attention_block, matmul_block, row_team, skinny,
-                                skinny_cols, sm90_matmul_block, split_block)
+                                skinny_cols, skinny_mma, sm90_matmul_block, split_block)
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
-HEADERS = ("numeric.cuh", "elementwise.cuh", "rows.cuh", "matmul.cuh", "matmul_sm90.cuh", "gemv.cuh", "attention.cuh",
-           "copy.cuh", "loop.cuh")
+HEADERS = ("numeric.cuh", "elementwise.cuh", "rows.cuh", "matmul.cuh", "matmul_sm90.cuh", "gemv.cuh", "gemv_mma.cuh",
+           "attention.cuh", "copy.cuh", "loop.cuh")
 CTYPE = {"fp32": "float", "fp16": "__half", "bf16": "__nv_bfloat16", "int32": "int"}
 THREADS = 256
 BK, KB, WARPS = 32, 32, 8  # as matmul.cuh and attention.cuh
@@ -140,6 +140,35 @@ class GemvConfig:
         """As gemv.cuh's gemv_smem: the slices in flight, or the reduction's sums per warp."""
         ks = self.rpt * (THREADS * self.cpt // self.w)
         return max(self.stages * ks * (self.w + self.m) * DTYPE_BYTES[dtype], THREADS // 32 * self.m * self.w * 4)
+
+
+GEMV_MMA_SLICE = 16 * 1024  # gemv_mma.cuh: bytes of B per slice
+
+
+@dataclass(frozen=True)
+class GemvMmaConfig:
+    """gemv_mma.cuh's constants for a skinny bf16/fp16 matmul of `m` rows (tiling.skinny_mma) in tiles of `w`
+    columns: a slice is 16 KiB of B and A's m rows (padded to 8 or 16) over the same K."""
+
+    m: int
+    w: int
+    stages: int  # slices in flight
+
+    @staticmethod
+    def of(m: int, w: int) -> GemvMmaConfig:
+        if w not in (32, 64, 128):  # tiling.SKINNY_WIDTHS: A's rows 128 bytes a slice or more, 16-column blocks
+            raise ModelError(f"a skinny matmul of {m} rows in {w}-column tiles does not fit gemv_mma.cuh")
+        return GemvMmaConfig(m, w, max(2, min(8, STAGE_BUDGET // GemvMmaConfig.slice_bytes(m, w))))
+
+    @staticmethod
+    def slice_bytes(m: int, w: int) -> int:
+        ks = GEMV_MMA_SLICE // (2 * w)
+        return GEMV_MMA_SLICE + -(-m // 8) * 8 * ks * 2
+
+    def smem(self) -> int:
+        """As gemv_mma.cuh's gemv_mma_smem: the slices in flight, or every warp's sums."""
+        split = THREADS // 32 // (self.w // 16)
+        return max(self.stages * self.slice_bytes(self.m, self.w), split * -(-self.m // 8) * 8 * self.w * 4)
 
 
 SM90_RING = 192 * 1024  # its ring of slices at most: with 1 KiB of alignment and the loop kernel's own static
@@ -406,12 +435,21 @@ class _Gen:
 
     def _gemv_call(self, op: Op, dtype: str, m: int, n: int, k: int, w: int, pa: str, pb: str, po: str, lda: int,
                    epi: str = "") -> str:
-        """gemv.cuh's tile of `w` columns over K = k (A's rows lda apart), its shared memory asserted. Its rows are all
-        of A's M: r0 % M is 0 (a split part's rows in the parts start at s * M)."""
+        """gemv.cuh's tile (gemv_mma.cuh's where tiling.skinny_mma) of `w` columns over K = k (A's rows lda apart),
+        its shared memory asserted. Its rows are all of A's M: r0 % M is 0 (a split part's rows in the parts start at
+        s * M)."""
         ct = CTYPE[dtype]
-        g = GemvConfig.of(dtype, m, w)
         e = 16 // DTYPE_BYTES[dtype]
         vec = k % e == 0 and n % e == 0 and lda % e == 0
+        if vec and skinny_mma(m, n, k, dtype):
+            gm = GemvMmaConfig.of(m, w)
+            self.smem = max(self.smem, gm.smem())
+            params = f"{ct}, {m}, {w}, {gm.stages}"
+            self.asserts.append(f"static_assert(ark::gemv_mma_smem<{params}>() == {gm.smem()}, "
+                                f"\"op {op.id}: codegen.py's GemvMmaConfig.smem\");")
+            return (f"ark::gemv_mma_tile<{params}>({pa}, {pb}, {po}, {n}, {k}, {lda}, r0 % {m}, c0, c1, "
+                    f"smem{epi});")
+        g = GemvConfig.of(dtype, m, w)
         smem = g.smem(dtype)
         self.smem = max(self.smem, smem)
         params = f"{ct}, {g.m}, {g.w}, {g.cpt}, {g.rpt}"

@@ -145,23 +145,27 @@ def test_elementwise_tiles_of_every_shape_match_the_reference(gpu, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
-@pytest.mark.parametrize("rows", [1, 3, 8, 13, 16])
+@pytest.mark.parametrize("rows", [1, 3, 5, 8, 13, 16])
 def test_skinny_matmuls_match_the_reference(gpu, rows, dtype):
-    """Matmuls of few rows stream their weights (gemv.cuh): K over one slice or many, N not a multiple of the
-    tile's columns, K or N not multiples of 8 (element-wise copies); three iterations reuse each SM's slices. Where
-    the wgmma tile runs, bf16/fp16 ones of more than 4 rows (K and N multiples of 8) take it instead."""
+    """Matmuls of few rows stream their weights: K over one slice or many, N not a multiple of the tile's columns, K
+    or N not multiples of 8 (element-wise copies); three iterations reuse each SM's slices. bf16/fp16 ones of more
+    than 4 rows with K and N multiples of 8 multiply on tensor cores (gemv_mma.cuh) in tiles of 32 columns (N 1000),
+    64 (N 8192) and 128 (N 16384), the rest on the FMA units (gemv.cuh)."""
+    from ark_runtime.tiling import skinny_mma
+
     m = Model(f"skinny{rows}-{dtype}")
     ys = []
     for k in (1000, 4096, 37):
         x = m.input(f"x{k}", (rows, k), dtype)
         ys += [m.matmul(x, m.input(f"w{k}_{n}", (k, n), dtype)) for n in (33, 1000, 4100)]
+    x = m.input("xw", (rows, 1000), dtype)
+    ys += [m.matmul(x, m.input(f"ww{n}", (1000, n), dtype)) for n in (8192, 16384)]
     m.output(*ys)
     rt = _check(m, iterations=3)
-    from ark_runtime.tiling import sm90_matmul_block
-
-    streamed = [y for y in ys if sm90_matmul_block(rows, y.shape[1], m.tensors[m.ops[y.producer].inputs[0]].cols, dtype,
-                                                   rt.plan.num_sms, rt.plan.device.get("wgmma", True)) is None]
-    assert rt.source.text.count("ark::gemv_tile<") == len(streamed)
+    shapes = [(rows, y.shape[1], m.tensors[m.ops[y.producer].inputs[0]].cols) for y in ys]
+    mma = sum(skinny_mma(r, n, k, dtype) for r, n, k in shapes)
+    assert rt.plan.num_sms != 132 or (rt.source.text.count("ark::gemv_tile<"),
+                                      rt.source.text.count("ark::gemv_mma_tile<")) == (len(ys) - mma, mma)
 
 
 ATTENTION_SEQS = (1, 17, 100, 128, 300)  # none a multiple of 64; 100 also at batch 2
@@ -260,16 +264,17 @@ def test_named_models_match_the_reference(gpu, name):
 
 
 def test_a_padded_down_projection_in_wide_split_parts(gpu):
-    """mlp-b8's shape of down projection (8 rows, K 4096 here): on 132 SMs its K in 4 parts of 128-column tiles
-    (tiling.SPLIT_PART_BN), each tile's fp32 sums added by the split_sum."""
+    """mlp-b8's shape of down projection (8 rows, K 4096 here): on 132 SMs its K in 4 parts of 128-column tiles on
+    tensor cores (gemv_mma.cuh, A's 8 rows as the mma's N), each tile's fp32 sums added by the split_sum."""
     from ark_runtime import models
-    from ark_runtime.tiling import SPLIT_PART_BN
+    from ark_runtime.tiling import SKINNY_PART_COLS
 
     rt = _check(models.mlp(8, hidden=4096, inner=4096))
     split = next(o for o in rt.model.ops if o.kind == "matmul" and o.attr("k_splits"))
     widths = {t["writes"][4] - t["writes"][3] for t in rt.plan.tiles if t["op"] == split.id}
     if rt.plan.num_sms == 132:
-        assert split.attr("k_splits") == 4 and widths == {SPLIT_PART_BN}
+        assert split.attr("k_splits") == 4 and widths == {SKINNY_PART_COLS}
+        assert "ark::gemv_mma_tile<__nv_bfloat16, 8, 128," in rt.source.text
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])

@@ -4,6 +4,8 @@ values round to bf16/fp16 as the GPU does; the runtime refuses bad arguments bef
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,7 +13,7 @@ from hypothesis import given, settings
 from ark_runtime import models
 from ark_runtime.fusion import fuse
 from ark_runtime.host_values import from_bits, to_bits
-from ark_runtime.kernel.codegen import INCLUDE_DIR, GemvConfig, generate
+from ark_runtime.kernel.codegen import INCLUDE_DIR, GemvConfig, GemvMmaConfig, generate
 from ark_runtime.kernel.program import INS_RUN, INS_SIGNAL, INS_WAIT, INS_WORDS, build_program
 from ark_runtime.kernel.records import CONTROL_DTYPE, PROGRAM_DTYPE, expected_offsets, layout_checks
 from ark_runtime.model import Model, ModelError
@@ -61,37 +63,52 @@ def _skinny(rows: int, k: int, n: int, dtype: str = "bf16") -> Model:
     return m
 
 
-@pytest.mark.parametrize("rows, skinny, wgmma", [(1, True, False), (8, True, False), (16, True, False),
-                                                (17, False, False), (64, False, False),
-                                                (1, True, True), (4, True, True), (5, False, True), (16, False, True)])
-def test_matmuls_of_few_rows_stream_their_weights(rows, skinny, wgmma):
-    """Up to 16 rows the weight-streaming tile; where the wgmma tile runs, only up to 4 (tiling.SKINNY_ROWS_WGMMA)."""
+@pytest.mark.parametrize("rows, tile, wgmma", [(1, "gemv", False), (4, "gemv", False), (5, "gemv_mma", False),
+                                              (8, "gemv_mma", False), (16, "gemv_mma", False), (17, "matmul", False),
+                                              (64, "matmul", False), (1, "gemv", True), (4, "gemv", True),
+                                              (5, "gemv_mma", True), (16, "gemv_mma", True), (17, "sm90", True)])
+def test_matmuls_of_few_rows_stream_their_weights(rows, tile, wgmma):
+    """Up to 16 rows a weight-streaming tile: on the FMA units up to 4 (tiling.SKINNY_ROWS_FMA), then on tensor cores
+    with the operands swapped (gemv_mma.cuh), with or without Hopper's wgmma tile for the larger matmuls."""
     m = _skinny(rows, 4096, 4096)
     src = generate(m, build_plan(m, DeviceSpec(num_sms=132, wgmma=wgmma)))
-    assert ("ark::gemv_tile<" in src.text) == skinny and ("ark::matmul_tile<" in src.text) == (not skinny)
-    assert ("ark::matmul_tile_sm90<" in src.text) == (wgmma and not skinny)  # one wave of tiles: cp.async loads
-    if skinny:  # 32 columns a tile (128 tiles for 132 SMs), the slices in flight counted in the launch's smem
+    kinds = {"gemv": "ark::gemv_tile<", "gemv_mma": "ark::gemv_mma_tile<", "matmul": "ark::matmul_tile<",
+             "sm90": "ark::matmul_tile_sm90<"}
+    want = ["matmul", "sm90"] if tile == "sm90" else [tile]  # the wgmma tile beside its fallback for other archs
+    assert [k for k, call in kinds.items() if call in src.text] == want
+    if tile == "gemv":  # 32 columns a tile (128 tiles for 132 SMs), the slices in flight counted in the launch's smem
         g = GemvConfig.of("bf16", rows, 32)
         assert f"ark::gemv_tile<__nv_bfloat16, {rows}, 32, {g.cpt}, {g.rpt}, {g.stages}, true>" in src.text
         assert src.smem_bytes >= g.smem("bf16") >= (g.stages - 1) * 16 * 1024
+    if tile == "gemv_mma":
+        g = GemvMmaConfig.of(rows, 32)
+        assert f"ark::gemv_mma_tile<__nv_bfloat16, {rows}, 32, {g.stages}>" in src.text
+        assert src.smem_bytes >= g.smem() >= (g.stages - 1) * 16 * 1024
 
 
-@pytest.mark.parametrize("name, gemvs, wgmma", [("mlp-b1", 2, True), ("mlp-b8", 0, True), ("mlp-b8", 2, False),
-                                               ("mlp-b64", 0, True), ("block-s128", 0, True)])
-def test_named_models_stream_the_weights_of_their_skinny_matmuls(name, gemvs, wgmma):
+@pytest.mark.parametrize("name, fma, mma, wgmma", [("mlp-b1", 2, 0, True), ("mlp-b8", 0, 2, True),
+                                                   ("mlp-b8", 0, 2, False), ("mlp-b64", 0, 0, True),
+                                                   ("block-s128", 0, 0, True)])
+def test_named_models_stream_the_weights_of_their_skinny_matmuls(name, fma, mma, wgmma):
     m = fuse(models.named(name))
-    assert generate(m, build_plan(m, DeviceSpec(num_sms=132, wgmma=wgmma))).text.count("ark::gemv_tile<") == gemvs
+    text = generate(m, build_plan(m, DeviceSpec(num_sms=132, wgmma=wgmma))).text
+    assert (text.count("ark::gemv_tile<"), text.count("ark::gemv_mma_tile<")) == (fma, mma)
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
 def test_skinny_matmuls_compile_in_every_dtype(dtype):
     """Rows on both sides of 8 (8 or 4 columns a thread in bf16/fp16), up to 16; 16-byte copies (K and N multiples
-    of 8) and element-wise ones; several slices and partial tiles."""
+    of 8) and element-wise ones; several slices and partial tiles. bf16/fp16 with 16-byte copies and more than 4
+    rows: the tensor-core tile, in each of its widths (32, 64, 128 columns) and with 8 and 16 padded rows."""
     m = Model(f"skinny-{dtype}")
-    shapes = ((1, 64, 96), (3, 37, 33), (8, 1000, 4100), (9, 64, 96), (13, 37, 33), (16, 1000, 4104))
+    shapes = ((1, 64, 96), (3, 37, 33), (8, 1000, 4100), (9, 64, 96), (13, 37, 33), (16, 1000, 4104),
+              (5, 1000, 2048), (12, 64, 1024))
     m.output(*(m.matmul(m.input(f"x{i}", (rows, k), dtype), m.input(f"w{i}", (k, n), dtype))
                for i, (rows, k, n) in enumerate(shapes)))
     assert _compile(m, sms=16)[:4] == b"\x7fELF"
+    text = generate(fuse(m), build_plan(fuse(m), DeviceSpec(num_sms=16))).text
+    mma = {(int(r), int(w)) for r, w in re.findall(r"gemv_mma_tile<\w+, (\d+), (\d+), \d+>", text)}
+    assert mma == (set() if dtype == "fp32" else {(9, 32), (16, 32), (5, 128), (12, 64)})
 
 
 # (seq, head dim, heads, causal, SMs planned for): each kind of attention tile once, the query block noted

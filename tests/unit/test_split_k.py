@@ -16,7 +16,7 @@ from ark_runtime.plan import build_plan
 from ark_runtime.reference import evaluate, run_plan
 from ark_runtime.scheduler import DeviceSpec
 from ark_runtime.split_k import split_k
-from ark_runtime.tiling import (MIN_PART_K, SKINNY_PART_COLS, SKINNY_ROWS, SM90_BK, SPLIT_PART_BN, k_splits, skinny_cols,
+from ark_runtime.tiling import (MIN_PART_K, SKINNY_PART_COLS, SKINNY_ROWS, SM90_BK, k_splits, skinny_cols,
                                 sm90_matmul_block, split_block)
 
 H100 = DeviceSpec(num_sms=132, wgmma=True)
@@ -41,11 +41,10 @@ def test_the_named_models_split_only_their_short_matmuls():
     mlp = split_k(fuse(models.mlp(64)), H100)
     assert [o.attr("k_splits") for o in mlp.ops if o.kind == "matmul"] == [None, 2]
     assert split_block(64, 4096, 16384, 2, "bf16", 132) == (64, 64)
-    b8 = split_k(fuse(models.mlp(8)), H100)  # A mostly padding: 128-column parts, twice as many
-    assert [o.attr("k_splits") for o in b8.ops if o.kind == "matmul"] == [None, 4]
-    assert split_block(8, 4096, 16384, 4, "bf16", 132) == (64, SPLIT_PART_BN)
-    b1 = split_k(fuse(models.mlp(1)), H100)  # the down projection's 32 gemv tiles of 128 columns, K 16384
-    assert [o.attr("k_splits") for o in b1.ops if o.kind == "matmul"] == [None, 4]
+    for batch in (1, 8):  # the down projection's 32 weight-streaming tiles of 128 columns, K 16384
+        mlp = split_k(fuse(models.mlp(batch)), H100)
+        assert [o.attr("k_splits") for o in mlp.ops if o.kind == "matmul"] == [None, 4]
+        assert split_block(batch, 4096, 16384, 4, "bf16", 132) == (batch, SKINNY_PART_COLS)
     for name in ("block-s512", "matmul8192"):  # tiles enough
         m = fuse(models.named(name))
         assert split_k(m, H100) is m
@@ -68,42 +67,15 @@ def test_the_split_rule(m, k, n, sms):
     assert k_splits(m, n, k, "fp32", sms) == 1 and k_splits(m, n, k, "bf16", sms, wgmma=False) == 1
 
 
-def _fits(tiles: int, k: int, sms: int) -> list[int]:
-    return [p for p in (8, 4, 2) if 2 * tiles <= sms and tiles * p <= sms and k % (p * SM90_BK) == 0
-            and k // p >= MIN_PART_K]
-
-
-@settings(max_examples=80, deadline=None)
-@given(m=st.integers(5, 16), k=st.sampled_from([1024, 2048, 4096, 8192, 16384, 4160]),
-       n=st.integers(1, 160).map(lambda v: 32 * v), sms=st.sampled_from([8, 32, 66, 132]))
-def test_the_split_rule_of_padded_wgmma_matmuls(m, k, n, sms):
-    """M <= SKINNY_ROWS on the wgmma tile: the parts' block widened to SPLIT_PART_BN columns where the split then
-    makes as many tiles as with the fill rule's narrower block; otherwise the rule above."""
-    block = sm90_matmul_block(m, n, k, "bf16", sms)
-    assert block is not None and m <= SKINNY_ROWS
-    narrow = -(-n // block[1])
-    s = k_splits(m, n, k, "bf16", sms)
-    p = (_fits(narrow, k, sms) or [1])[0]
-    wide = -(-n // SPLIT_PART_BN)
-    q = (_fits(wide, k, sms) or [1])[0]
-    if p > 1 and block[1] < SPLIT_PART_BN <= n and q > 1 and wide * q >= narrow * p:
-        assert (s, split_block(m, n, k, s, "bf16", sms)) == (q, (block[0], SPLIT_PART_BN))
-    else:
-        assert s == p
-        if s > 1:
-            assert split_block(m, n, k, s, "bf16", sms) == block
-
-
 @settings(max_examples=60, deadline=None)
 @given(m=st.integers(1, 16), k=st.sampled_from([512, 1024, 2048, 4096, 16384, 1000, 4160]),
        n=st.integers(1, 160).map(lambda v: 32 * v), sms=st.sampled_from([8, 32, 132]),
        dtype=st.sampled_from(["bf16", "fp16", "fp32"]), wgmma=st.booleans())
 def test_the_split_rule_of_skinny_matmuls(m, k, n, sms, dtype, wgmma):
-    """A skinny matmul on gemv.cuh splits exactly when its tiles would be narrower than SKINNY_PART_COLS and K gives
-    parts: then SKINNY_PART_COLS-wide tiles, as many parts as fit the SMs."""
+    """A skinny matmul (gemv.cuh, gemv_mma.cuh) splits exactly when its tiles would be narrower than SKINNY_PART_COLS
+    and K gives parts: then SKINNY_PART_COLS-wide tiles, as many parts as fit the SMs."""
     s = k_splits(m, n, k, dtype, sms, wgmma)
-    if sm90_matmul_block(m, n, k, dtype, sms, wgmma) is not None:
-        return  # the wgmma tile's rule, above
+    assert m <= SKINNY_ROWS and sm90_matmul_block(m, n, k, dtype, sms, wgmma) is None  # never the wgmma tile
     tiles, width = -(-n // SKINNY_PART_COLS), skinny_cols(n, sms)
     fits = [p for p in (8, 4, 2) if tiles * p <= sms and k % (p * SM90_BK) == 0 and k // p >= MIN_PART_K
             and k // p * min(n, SKINNY_PART_COLS) <= k * width]  # a part's tile reads no more of B than before
@@ -128,13 +100,13 @@ def test_a_split_matmul_computes_the_matmul_tile_by_tile(m, k, n):
     np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-10, atol=1e-9)
 
 
-def test_a_padded_matmul_split_in_wide_parts_computes_the_matmul_tile_by_tile():
+def test_a_skinny_matmul_split_in_wide_parts_computes_the_matmul_tile_by_tile():
     spec = DeviceSpec(num_sms=8, wgmma=True)
     model = _matmul(8, 4096, 256)
     runs = split_k(model, spec)
     plan = build_plan(runs, spec)
     parts = [t for t in plan.tiles if t["op"] == 0]
-    assert len(parts) == 8 and {t["writes"][4] - t["writes"][3] for t in parts} == {SPLIT_PART_BN}
+    assert len(parts) == 8 and {t["writes"][4] - t["writes"][3] for t in parts} == {SKINNY_PART_COLS}
     inputs = _inputs(model)
     want = evaluate(model, inputs)[model.outputs[0]]
     got = run_plan(plan, runs, inputs)[runs.outputs[0]]
