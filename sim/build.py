@@ -56,6 +56,9 @@ class Top:
     # not on the model, and whose C++ is large (the card: 91 s to build instead of 266 s, its first light 5.7 s
     # against 5.8). Not for a top the simulator itself keeps busy (the board's UART bits).
     quick_compile: bool = False
+    # what a first build of the model takes on two cores, for the message when it starts (a rebuild names the last
+    # build's time instead)
+    build_time: Callable[[EngineParams], str] = lambda params: "about a minute"
 
     @property
     def build_args(self) -> list[str]:
@@ -140,7 +143,7 @@ def build(params: EngineParams, waves: bool = False, console=None, root: Path = 
         from cocotb_tools.runner import get_runner
 
         what = (f"building the {top.name} model with Verilator ({params.tag()}{', waves' if waves else ''}; "
-                "about a minute)")
+                f"{_expected_time(directory, params, top)})")
         if console:
             console.print(what)  # also in a log that is not a terminal, where the spinner below shows nothing
         status = console.status(what) if console else contextlib.nullcontext()
@@ -162,6 +165,14 @@ def build(params: EngineParams, waves: bool = False, console=None, root: Path = 
         if console:
             console.print(f"built the {top.name} model in {time.monotonic() - t0:.0f} s: {directory}")
         return result
+
+
+def _expected_time(directory: Path, params: EngineParams, top: Top) -> str:
+    """The last build's time of the model in `directory` (build.json), else the top's estimate."""
+    try:
+        return f"its last build took {float(json.loads((directory / 'build.json').read_text())['seconds']):.0f} s"
+    except (OSError, ValueError, KeyError, TypeError):
+        return top.build_time(params)
 
 
 def _mtime(p: Path) -> float:

@@ -15,13 +15,17 @@ from sim.build import Top
 __all__ = ["CARD", "SIM_READS_OUTSTANDING", "SESSION_GEOMETRY", "SimCard", "bar0_bytes", "card_params",
            "session_params"]
 
-CARD = Top("arkdma_card", SimCard, sources=("rtl", "fpga/cores", "sim/card.py"), suffix="_card", quick_compile=True)
+CARD = Top("arkdma_card", SimCard, sources=("rtl", "fpga/cores", "sim/card.py"), suffix="_card", quick_compile=True,
+           build_time=lambda params: ("about 8 minutes: 12 MB of Verilog at 128 reads in flight"
+                                      if params.reads_outstanding >= 128 else
+                                      "a few minutes: the card's state per read grows with the reads in flight"
+                                      if params.reads_outstanding > SIM_READS_OUTSTANDING else "about a minute"))
 
 # Reads in flight of the card a functional simulation builds (the card-sim engine, the card sessions and their
 # tests): the card's engine with 16 read IDs instead of 128. The read tracker and the requester keep state per
 # read ID, so at 128 Amaranth writes about 12 MB of Verilog (6 minutes to convert on two cores, the whole build
-# 8), at 16 about 2 MB (about 15 s; the whole build 1.5 minutes). Only the card bench needs 128 reads in flight, to cover
-# the link's round trip at full rate; it builds the card as shipped unless told otherwise.
+# 8), at 16 about 2 MB (about 15 s; the whole build 1-1.5 minutes). Only the card bench needs 128 reads in flight, to
+# cover the link's round trip at full rate; it builds the card as shipped unless told otherwise.
 SIM_READS_OUTSTANDING = 16
 
 # The card the card sessions (sim/card_*_session.py), their tests and the card bench's tests run on: the

@@ -37,3 +37,21 @@ def test_prune_spares_what_was_used_lately(tmp_path):
 def test_build_products_live_under_one_ignored_folder():
     assert BUILD_ROOT.parent == PROJECT_ROOT / "build" or os.environ.get("ARKDMA_BUILD_DIR")
     assert "build/" in (PROJECT_ROOT / ".gitignore").read_text().split()
+
+
+def test_the_build_message_names_the_last_build_or_the_tops_estimate(tmp_path):
+    """A rebuild names the last build's time from its build.json; a first build (or an unreadable record) the top's
+    estimate, which for the card depends on its reads in flight (the shipped 128 take about 8 minutes)."""
+    from sim.build import ENGINE, _expected_time
+    from sim.card import CARD, session_params
+
+    small, shipped = session_params(), session_params(reads_outstanding=128)
+    assert _expected_time(tmp_path, small, ENGINE) == "about a minute"
+    assert _expected_time(tmp_path, small, CARD) == "about a minute"
+    assert _expected_time(tmp_path, shipped, CARD).startswith("about 8 minutes")
+    assert "a few minutes" in _expected_time(tmp_path, session_params(reads_outstanding=64), CARD)
+    (tmp_path / "build.json").write_text('{"seconds": 481.4}')
+    assert _expected_time(tmp_path, shipped, CARD) == "its last build took 481 s"
+    for bad in ("{", '{"seconds": "soon"}', "[]", '{"params": {}}'):
+        (tmp_path / "build.json").write_text(bad)
+        assert _expected_time(tmp_path, shipped, CARD).startswith("about 8 minutes")
