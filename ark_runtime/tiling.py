@@ -144,7 +144,8 @@ def attention_block(seq: int, d: int, heads: int, num_sms: int) -> int:
 # A bf16/fp16 skinny matmul of more rows than this multiplies on tensor cores with its operands swapped
 # (gemv_mma.cuh) where K and N are multiples of 8, rather than on gemv.cuh's FMA units: mlp at batch 1, 2, 4, 8, 16
 # on an H200 (us per iteration) took on the FMA tile 70.8, 69.1, 73.0, 95.2, 164.8, the FMAs setting the pace from
-# 8 rows (bench/results/h200/experiments/skinny.json).
+# 8 rows (bench/results/h200/experiments/skinny.json). On an H100 mlp-b8 took 92.5-92.7 on gemv_mma.cuh against
+# 94.0-95.0 with A padded to the wgmma tile's 64 rows (bench/results/h100/experiments/skinny_mma/).
 SKINNY_ROWS_FMA = 4
 
 

@@ -12,7 +12,7 @@
  * swizzled against ldmatrix's bank conflicts: unit u of a row r sits at u ^ swizzle(r), so the 8 rows an 8x8
  * matrix load reads fall in 8 different 16-byte bank groups. B's fragments are loaded transposed (ldmatrix.trans:
  * B is K-major, the mma's A operand wants its rows, B's columns); A's rows are the mma's column-major B operand as
- * they stand. Rows MP - M of A's padding are zeroed once, at the tile's start, and never copied.
+ * they stand. A's padding rows (M to MP - 1) are zeroed once, at the tile's start, and never copied.
  * Warps: W / 16 column blocks, each taken by 8 / (W / 16) warps that split the slice's 16-deep steps; at the end
  * their sums meet in shared memory, are added, and every output is stored once, a row's columns by adjacent
  * threads. The generated code uses it only where K, N and A's row stride are multiples of 8 (16-byte copies);
