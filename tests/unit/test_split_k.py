@@ -135,10 +135,12 @@ def test_names_survive_the_split():
             assert runs.tensors[o.inputs[0]].dtype == "fp32" and runs.tensors[o.inputs[0]].placement == "device"
 
 
-@pytest.mark.parametrize(("dtype", "m", "n"), [("bf16", 1, 4096), ("fp16", 3, 1000), ("fp32", 1, 512)])
+@pytest.mark.parametrize(("dtype", "m", "n"), [("bf16", 1, 4096), ("fp16", 3, 1000), ("fp32", 1, 512),
+                                                ("bf16", 8, 4096), ("fp16", 13, 1000)])
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_90"])
 def test_skinny_split_kernels_compile(arch, dtype, m, n):
-    """A skinny matmul's parts on gemv.cuh: fp32 sums, A's rows the whole K apart, whatever the arch."""
+    """A skinny matmul's parts on gemv.cuh (up to 4 rows) or gemv_mma.cuh (bf16/fp16 of more): fp32 sums, A's rows
+    the whole K apart, whatever the arch."""
     pytest.importorskip("cupy", reason="the gpu extra (CuPy, NVRTC) is not installed")
     from ark_runtime.kernel.codegen import INCLUDE_DIR, generate
     from driver.gpu import compile
@@ -149,6 +151,7 @@ def test_skinny_split_kernels_compile(arch, dtype, m, n):
     src = generate(runs, build_plan(runs, H100))
     assert f"ark::split_sum_tile<{parts}," in src.text and "float* po = " in src.text
     assert f"(pa, pb, po, {n}, {16384 // parts}, 16384, r0 % {m}, c0, c1, smem)" in src.text
+    assert ("ark::gemv_mma_tile<" in src.text) == (m > 4)
     assert compile.cubin(src.text, arch, (f"-I{INCLUDE_DIR}",))[:4] == b"\x7fELF"
 
 
