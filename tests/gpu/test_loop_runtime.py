@@ -164,8 +164,8 @@ def test_skinny_matmuls_match_the_reference(gpu, rows, dtype):
     rt = _check(m, iterations=3)
     shapes = [(rows, y.shape[1], m.tensors[m.ops[y.producer].inputs[0]].cols) for y in ys]
     mma = sum(skinny_mma(r, n, k, dtype) for r, n, k in shapes)
-    assert rt.plan.num_sms != 132 or (rt.source.text.count("ark::gemv_tile<"),
-                                      rt.source.text.count("ark::gemv_mma_tile<")) == (len(ys) - mma, mma)
+    text = rt.source.text
+    assert (text.count("ark::gemv_tile<"), text.count("ark::gemv_mma_tile<")) == (len(ys) - mma, mma)
 
 
 ATTENTION_SEQS = (1, 17, 100, 128, 300)  # none a multiple of 64; 100 also at batch 2
