@@ -91,6 +91,36 @@ struct GemvCopy {
   }
 };
 
+/* A weight-streaming tile's slices through shared memory (gemv.cuh, gemv_mma.cuh): `slices` slices of KS rows
+ * of K, each BOTH elements at `base + buffer * BOTH`, STAGES of them in flight as cp.async groups. copy(buffer, k0)
+ * is the calling thread's share of copying the slice that starts at k0. start() issues the first STAGES - 1;
+ * step(s) waits until slice s is in, starts slice s + STAGES - 1 into the buffer every thread is done with (an
+ * empty group past the last, so the waits keep their count) and returns slice s's buffer. */
+template <int STAGES, int BOTH, int KS, typename T, typename Copy>
+struct SlicePipe {
+  static_assert(STAGES >= 2, "two slices at least");
+  T* base;
+  int slices;
+  const Copy& copy;
+
+  __device__ __forceinline__ void start() const {
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < slices) copy(base + s * BOTH, s * KS);
+      cp_async_commit();
+    }
+  }
+
+  __device__ __forceinline__ T* step(int s) const {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();  // slice s is in; every thread is done with slice s - 1, whose buffer is refilled next
+    const int next = s + STAGES - 1;
+    if (next < slices) copy(base + next % STAGES * BOTH, next * KS);
+    cp_async_commit();
+    return base + s % STAGES * BOTH;
+  }
+};
+
 template <int BYTES> struct VecBits;
 template <> struct VecBits<8> { using type = uint2; };
 template <> struct VecBits<16> { using type = uint4; };
@@ -129,34 +159,24 @@ template <typename T, int M, int W, int CPT, int RPT, int STAGES, bool VEC, type
 __device__ void gemv_tile(const T* a, const T* b, TO* out, int n, int k, int lda, int r0, int c0, int c1,
                           unsigned char* smem, const Epi& epi = Epi()) {
   using S = GemvShape<M, W, CPT, RPT>;
-  static_assert(STAGES >= 2, "two slices at least");
   static_assert(CPT * sizeof(T) == 8 || CPT * sizeof(T) == 16, "a thread's columns are one 8- or 16-byte load");
   static_assert(W % CPT == 0 && 32 % S::G == 0, "a warp spans whole rows of the tile");
   static_assert(S::KS % (16 / sizeof(T)) == 0, "a slice's A rows are whole 16-byte copies");
   constexpr int JG = 8 / sizeof(T);  // rows multiplied at once: their A values of one row m are one 8-byte load
   static_assert(RPT % JG == 0, "whole groups of rows");
-  T* base = (T*)smem;
-  const int slices = (k + S::KS - 1) / S::KS;
   const GemvCopy<T, M, W, CPT, RPT, VEC> copy{a, b, n, k, lda, r0, c0, c1};
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < slices) copy(base + s * S::both, s * S::KS);
-    cp_async_commit();
-  }
+  const SlicePipe<STAGES, S::both, S::KS, T, decltype(copy)> pipe{(T*)smem, (k + S::KS - 1) / S::KS, copy};
+  pipe.start();
   const int g = threadIdx.x % S::G, kl = threadIdx.x / S::G;
   float acc[M][CPT];
 #pragma unroll
   for (int m = 0; m < M; ++m)
 #pragma unroll
     for (int c = 0; c < CPT; ++c) acc[m][c] = 0.0f;
-  for (int s = 0; s < slices; ++s) {
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();  // slice s is in; every thread is done with slice s - 1, whose buffer is refilled next
-    const int next = s + STAGES - 1;
-    if (next < slices) copy(base + next % STAGES * S::both, next * S::KS);
-    cp_async_commit();
-    const T* sb = base + s % STAGES * S::both + kl * RPT * W + g * CPT;  // this thread's first row and column
-    const T* sa = base + s % STAGES * S::both + S::b + kl * RPT;
+  for (int s = 0; s < pipe.slices; ++s) {
+    const T* slice = pipe.step(s);
+    const T* sb = slice + kl * RPT * W + g * CPT;  // this thread's first row and column
+    const T* sa = slice + S::b + kl * RPT;
 #pragma unroll 1  // one group's values at a time: unrolled, the next group's loads are hoisted and sums spill
     for (int j0 = 0; j0 < RPT; j0 += JG) {
       float bv[JG][CPT];

@@ -21,7 +21,7 @@
 #ifndef ARK_GEMV_MMA_CUH
 #define ARK_GEMV_MMA_CUH
 
-#include "gemv.cuh"  // GEMV_THREADS, GEMV_WARPS, cp_async16, cp_async_commit, cp_async_wait
+#include "gemv.cuh"  // GEMV_THREADS, GEMV_WARPS, SlicePipe, cp_async16, cp_async_wait
 #include "numeric.cuh"
 
 namespace ark {
@@ -147,7 +147,7 @@ __device__ void gemv_mma_tile(const T* a, const T* b, TO* out, int n, int k, int
                               unsigned char* smem, const Epi& epi = Epi()) {
   using S = GemvMmaShape<T, M, W>;
   static_assert(sizeof(T) == 2, "bf16 or fp16");
-  static_assert(M > 0 && M <= 16 && STAGES >= 2, "at most 16 rows, two slices at least");
+  static_assert(M > 0 && M <= 16, "at most 16 rows");
   static_assert(W % 16 == 0 && GEMV_WARPS % S::WB == 0 && (S::KS / 16) % S::KW == 0, "whole blocks and steps");
   static_assert(S::AU >= 8, "A's rows are 128 bytes or more a slice");
   T* base = (T*)smem;
@@ -157,13 +157,9 @@ __device__ void gemv_mma_tile(const T* a, const T* b, TO* out, int n, int k, int
       base[st * S::both + S::b + M * S::KS + j] = from_float<T>(0.0f);
     }
   }
-  const int slices = (k + S::KS - 1) / S::KS;
   const GemvMmaCopy<T, M, W> copy(a, b, n, k, lda, r0, c0, c1);
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < slices) copy(base + s * S::both, s * S::KS);
-    cp_async_commit();
-  }
+  const SlicePipe<STAGES, S::both, S::KS, T, decltype(copy)> pipe{base, (k + S::KS - 1) / S::KS, copy};
+  pipe.start();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int cb = warp % S::WB, kw = warp / S::WB;  // this warp's 16 columns and its share of each slice's steps
   float acc[S::NB][4];
@@ -175,13 +171,8 @@ __device__ void gemv_mma_tile(const T* a, const T* b, TO* out, int n, int k, int
   // A's (x2) rows m of the step's two units (lanes 8-15 the second).
   const int bk = (lane & 7) + (lane >> 4 << 3), bu = cb * 2 + (lane >> 3 & 1);
   const int am = lane & 7, au = lane >> 3 & 1;
-  for (int s = 0; s < slices; ++s) {
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();  // slice s is in; every warp is done with slice s - 1, whose buffer is refilled next
-    const int next = s + STAGES - 1;
-    if (next < slices) copy(base + next % STAGES * S::both, next * S::KS);
-    cp_async_commit();
-    const T* sb = base + s % STAGES * S::both;
+  for (int s = 0; s < pipe.slices; ++s) {
+    const T* sb = pipe.step(s);
     const T* sa = sb + S::b;
 #pragma unroll
     for (int j = 0; j < S::STEPS; ++j) {
