@@ -23,10 +23,13 @@ class CompletionWriter(wiring.Component):
     an event after that sets it again, so the word in memory catches up and never goes down.
     The location is looked up at every write (as the reference does): one that is not 8-byte
     aligned, registered, writable and inside its region is skipped, except at enable, where it
-    halts the queue instead. Writes are issued without waiting for earlier responses."""
+    halts the queue instead. Writes are issued without waiting for earlier responses.
 
-    def __init__(self, *, num_queues: int, data_width: int):
-        self.num_queues, self.data_width = num_queues, data_width
+    With `pick_ahead` the queue granted is registered with its region id and looked up the next cycle (a cycle
+    more per word), so the round robin's grant no longer leads into the region table's read."""
+
+    def __init__(self, *, num_queues: int, data_width: int, pick_ahead: bool = False):
+        self.num_queues, self.data_width, self.pick_ahead = num_queues, data_width, pick_ahead
         super().__init__({
             "flush": In(1),
             "queues": Out(completion_writer_port_signature(num_queues)),
@@ -50,6 +53,7 @@ class CompletionWriter(wiring.Component):
         addr = Signal(64)
         aw_done, w_done = Signal(), Signal()
         code, code_r = Signal(CODE_BITS), Signal(CODE_BITS)
+        region_id = Signal(len(self.region.id))
         ok_r = Signal()
         entry = self.region.entry
         # `take` happens in IDLE, before `q` holds the grant: it names the queue granted now. (Naming `q`, the
@@ -77,12 +81,19 @@ class CompletionWriter(wiring.Component):
         m.d.comb += rr.requests.eq((self.queues.dirty | self.queues.checking) & ~self.flush.replicate(nq))
         with m.FSM() as fsm:
             with m.State("IDLE"):
-                m.d.comb += [rr.advance.eq(1), self.queues.take.valid.eq(rr.valid),
-                             self.region.en.eq(1), self.region.id.eq(self.queues.compl_region[rr.grant])]
+                m.d.comb += [rr.advance.eq(1), self.queues.take.valid.eq(rr.valid)]
+                if not self.pick_ahead:
+                    m.d.comb += [self.region.en.eq(1), self.region.id.eq(self.queues.compl_region[rr.grant])]
                 with m.If(rr.valid):
                     m.d.sync += [q.eq(rr.grant), value.eq(self.queues.word[rr.grant]),
                                  check.eq(self.queues.checking.bit_select(rr.grant, 1)),
                                  offset.eq(self.queues.compl_offset[rr.grant])]
+                    if self.pick_ahead:
+                        m.d.sync += region_id.eq(self.queues.compl_region[rr.grant])
+                    m.next = "ADDR" if self.pick_ahead else "LOOK"
+            if self.pick_ahead:
+                with m.State("ADDR"):
+                    m.d.comb += [self.region.en.eq(1), self.region.id.eq(region_id)]
                     m.next = "LOOK"
             with m.State("LOOK"):
                 # the check's outcome is registered: a failed check at enable halts the queue from FAIL, a cycle

@@ -74,7 +74,7 @@ class Engine(wiring.Component):
         queues = Queues(num_queues=nq, slots=p.slots)
         errlog = ErrorLog(p.errlog_depth)
         completion = CompletionUnit(num_queues=nq)
-        cw = CompletionWriter(num_queues=nq, data_width=dw)
+        cw = CompletionWriter(num_queues=nq, data_width=dw, pick_ahead=p.extra_stages)
         for name, unit in (("regions", regions), ("queues", queues), ("errlog", errlog),
                            ("completion", completion), ("cw", cw)):
             m.submodules[name] = ResetInserter(soft_reset)(unit)
@@ -87,7 +87,8 @@ class Engine(wiring.Component):
                                                      buffer_rows=p.buffer_rows, row_ptr_width=rp)
         planner = m.submodules.planner = WritePlanner(num_queues=nq, data_width=dw, row_ptr_width=rp,
                                                       max_burst_beats=p.max_burst_beats,
-                                                      write_burst_bytes=p.write_burst_bytes)
+                                                      write_burst_bytes=p.write_burst_bytes,
+                                                      rows_in_cycle=not p.extra_stages)
         wdata = m.submodules.wdata = WriteData(data_width=dw, buffer_rows=p.buffer_rows, row_ptr_width=rp)
         # with fall_through a burst's first W beat may also go in its address's cycle
         wmux = m.submodules.wmux = WriteMux(data_width=dw, id_width=p.read_id_width,

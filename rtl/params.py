@@ -52,6 +52,11 @@ class EngineParams:
     # takes it there); on the board that path, the write mux's grant through W into the write data, was critical
     # (without it 103.67, 109.27, 105.51 MHz on seeds 1-3 against 102.23, 108.60, 103.52).
     fall_through: bool = False
+    # Register stages that cost a cycle of latency each for a faster clock on a slow fabric (the ECP5 board; its
+    # engine takes them, the card and the sim bench's engine do not): a write burst decided from a registered
+    # compare of the rows filled (a cycle on each copy that waits for its data), and the completion writer's pick
+    # registered before its region lookup (a cycle on each completion-word write).
+    extra_stages: bool = False
     errlog_depth: int = 16
     window_id_width: int = 4  # AXI ID bits of the submission-window port
 
@@ -137,4 +142,5 @@ class EngineParams:
             f"dw{self.data_width}_q{self.num_queues}_s{self.slots}_r{self.num_regions}_ro{self.reads_outstanding}"
             f"_wo{self.writes_outstanding}_b{self.buffer_bytes}_mb{self.max_burst_beats}_e{self.errlog_depth}"
             f"_wi{self.window_id_width}" + (f"_wb{self.write_burst_bytes}" if self.write_burst_bytes else "")
+            + ("_ft" if self.fall_through else "") + ("_xs" if self.extra_stages else "")
         )

@@ -55,13 +55,16 @@ class ReadEngine(wiring.Component):
         # and `low` = after - buffer_rows, which row_free must reach), and the state after it (g_*).
         c_beats, c_last, c_addr = Signal(bursts.BEATS_BITS), Signal(), Signal(64)
         c_after, c_low = Signal(rp), Signal(rp)
+        # c_low and alloc_low plus the largest burst, kept beside them for `rows_ok` (below)
+        c_lowmax = Signal(rp)
+        alloc_lowmax = Signal(rp, init=(self.max_burst_beats - self.buffer_rows) % (1 << rp))
         g_pg, g_left, g_addr = Signal(pgw), Signal(rp), Signal(64)
 
+        # Whether an ID is free and the buffer has room for the burst, from registers: each is decided a cycle
+        # ahead for the state the next cycle will have (below), against the returned IDs and freed rows of this
+        # one. Both only grow, so a flag is never early; one returned in a cycle is seen the next. AR valid then
+        # starts from registers, not from two subtractions before the job queue's take and its enables.
         tags_ok, rows_ok = Signal(), Signal()
-        m.d.comb += [
-            tags_ok.eq((tag_alloc - self.tag.free)[: iw + 1] < self.reads_outstanding),
-            rows_ok.eq(~(self.row_free - c_low)[rp - 1]),
-        ]
         fire = Signal()
         m.d.comb += [
             self.ar.arvalid.eq(cur_valid & tags_ok & rows_ok),
@@ -76,7 +79,8 @@ class ReadEngine(wiring.Component):
         ]
         next_beats, next_last = bursts.cut(m, self.max_burst_beats, g_pg, g_left)
         with m.If(fire):
-            m.d.sync += [row_alloc.eq(c_after), alloc_low.eq(c_low), tag_alloc.eq(tag_alloc + 1),
+            m.d.sync += [row_alloc.eq(c_after), alloc_low.eq(c_low), alloc_lowmax.eq(c_lowmax),
+                         c_lowmax.eq(c_lowmax + next_beats), tag_alloc.eq(tag_alloc + 1),
                          c_beats.eq(next_beats), c_last.eq(next_last), c_addr.eq(g_addr),
                          c_after.eq(c_after + next_beats), c_low.eq(c_low + next_beats),
                          g_pg.eq(g_pg - next_beats), g_left.eq(g_left - next_beats),
@@ -105,12 +109,26 @@ class ReadEngine(wiring.Component):
         ]
         with m.If(stopped):
             m.d.comb += wj.kind.eq(JobKind.DROP)
-        with m.If(self.job.valid & self.job.ready & reads):
+        take = Signal()
+        m.d.comb += take.eq(self.job.valid & self.job.ready & reads)
+        with m.If(take):
             # the validator planned the first burst (rbeats, rlast)
             m.d.sync += [cur_valid.eq(1), c_beats.eq(job.rbeats), c_last.eq(job.rlast),
                          c_addr.eq(job.src_addr & ~(db - 1)),
                          c_after.eq(row_next + job.rbeats), c_low.eq(low_next + job.rbeats),
+                         c_lowmax.eq(Mux(fire, c_lowmax, alloc_lowmax) + job.rbeats),
                          g_pg.eq(bursts.to_page(db, job.src_addr) - job.rbeats), g_left.eq(job.nrows - job.rbeats),
                          g_addr.eq((job.src_addr & ~(db - 1)) + (job.rbeats << lg))]
+        def room(low):
+            return ~(self.row_free - low)[rp - 1]
+
+        m.d.sync += [
+            tags_ok.eq(Mux(fire, (tag_alloc + 1 - self.tag.free)[: iw + 1] < self.reads_outstanding,
+                           (tag_alloc - self.tag.free)[: iw + 1] < self.reads_outstanding)),
+            # for c_low of the next cycle: where it moves (a fire, a new job), with the burst taken as the largest,
+            # so that each candidate is one subtraction from registers. A burst that fits only because it is shorter
+            # waits a cycle, when the flag is computed from c_low as it stands.
+            rows_ok.eq(Mux(fire, room(c_lowmax), Mux(take, room(alloc_lowmax), room(c_low)))),
+        ]
         m.d.comb += self.idle.eq(~cur_valid & (tag_alloc == self.tag.free))
         return m

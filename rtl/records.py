@@ -188,9 +188,10 @@ def read_fault_signature(row_ptr_width: int) -> wiring.Signature:
 
 
 def window_read_signature(num_queues: int, slots: int) -> wiring.Signature:
-    """The validator's read of one submission-window slot; the descriptor comes the cycle after `en`."""
+    """The validator's read of one submission-window slot; the descriptor comes the cycle after `en`, and with it
+    `drain`, from a register: whether its flags hold FENCE or IMM (which wait for the queue to drain)."""
     return wiring.Signature({"en": Out(1), "queue": Out(index_bits(num_queues)), "slot": Out(range(slots)),
-                             "desc": In(DescriptorLayout)})
+                             "desc": In(DescriptorLayout), "drain": In(1)})
 
 
 def write_address_stream() -> stream.Signature:

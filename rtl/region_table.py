@@ -62,10 +62,15 @@ class RegionTable(wiring.Component):
         for name in LOOKUPS:
             port = getattr(self, name)
             rp = table.read_port()
-            known = Signal(name=f"{name}_known")
+            # The id and the registered bits are captured with the read (so a region registered in the lookup's
+            # cycle is not known with its old entry), and checked after the register: the users' id reaches it
+            # through their arbitration (the completion writer's round robin), and the range check and the
+            # 16-way pick settle alongside the memory's slower read
+            id_r, valid_r, known = Signal(REGION_ID_BITS, name=f"{name}_id"), Signal(nr, name=f"{name}_valid"), Signal()
             m.d.comb += [rp.addr.eq(port.id[:rb]), rp.en.eq(port.en)]
             with m.If(port.en):
-                m.d.sync += known.eq((port.id < nr) & valid.bit_select(port.id[:rb], 1))
+                m.d.sync += [id_r.eq(port.id), valid_r.eq(valid)]
+            m.d.comb += known.eq((id_r < nr) & valid_r.bit_select(id_r[:rb], 1))
             m.d.comb += [port.entry.addr.eq(rp.data.addr), port.entry.size.eq(rp.data.size),
                          port.entry.perms.eq(Mux(known, rp.data.perms, 0))]
 

@@ -28,8 +28,8 @@ class Validator(wiring.Component):
         and the source's buffer rows are summed.
     S3  the first failing check in ErrorCode order wins; the first read burst is planned. A failure (or a
         doorbell-error token) becomes an ERROR job; a failure stops its queue from that index on
-        (a token needs not: nothing follows it). A descriptor after the index where its queue
-        stopped becomes a DROP job.
+        (a token needs not: nothing follows it), the stop reaching the queue table a cycle later. A descriptor
+        after the index where its queue stopped becomes a DROP job.
     """
 
     def __init__(self, *, num_queues: int, slots: int, data_width: int, row_ptr_width: int, max_burst_beats: int):
@@ -81,8 +81,7 @@ class Validator(wiring.Component):
             m.d.sync += [s1_valid.eq(s0_valid & ~killed(s0.queue)), s1.eq(s0)]
 
         desc = self.win.desc
-        m.d.comb += fence_wait.eq(s1_valid & ~s1.token & ((desc.flags & (Flag.FENCE | Flag.IMM)) != 0)
-                                  & ~self.inflight_zero.bit_select(s1.queue, 1))
+        m.d.comb += fence_wait.eq(s1_valid & ~s1.token & self.win.drain & ~self.inflight_zero.bit_select(s1.queue, 1))
         m.d.comb += [
             squash.eq(adv & fence_wait),
             self.squash.valid.eq(squash), self.squash.queue.eq(s1.queue), self.squash.index.eq(s1.index),
@@ -150,9 +149,12 @@ class Validator(wiring.Component):
         j = self.job.payload
         rbeats, rlast = bursts.cut(m, self.max_burst_beats, bursts.to_page(db, s3_src_addr), s3_nrows)
         kind = Signal(JobKind)
+        # A failure's stop reaches the queue table from a register, a cycle after its job: in that cycle a
+        # descriptor of the same queue behind it (a later index) is dropped here, as the table's stop would
+        stop_q, stop_v = Signal(self.queue_bits), Signal()
         with m.If(s3.token):
             m.d.comb += kind.eq(JobKind.ERROR)
-        with m.Elif(dropped(self.stops, s3.queue, s3.index, started=False)):
+        with m.Elif(dropped(self.stops, s3.queue, s3.index, started=False) | (stop_v & (stop_q == s3.queue))):
             m.d.comb += kind.eq(JobKind.DROP)
         with m.Elif(code != 0):
             m.d.comb += kind.eq(JobKind.ERROR)
@@ -168,9 +170,10 @@ class Validator(wiring.Component):
             j.length.eq(s3_len), j.zero.eq(s3_zero), j.nrows.eq(s3_nrows), j.rbeats.eq(rbeats), j.rlast.eq(rlast),
             adv.eq(~s3_valid | self.job.ready),
         ]
-        m.d.comb += [self.stop.valid.eq(adv & s3_valid & (kind == JobKind.ERROR) & ~s3.token),
-                     self.stop.queue.eq(s3.queue), self.stop.index.eq(s3.index)]
-        m.d.comb += self.idle.eq(~s0_valid & ~s1_valid & ~s2_valid & ~s3_valid)
+        m.d.sync += [stop_v.eq(adv & s3_valid & (kind == JobKind.ERROR) & ~s3.token),
+                     stop_q.eq(s3.queue), self.stop.index.eq(s3.index)]
+        m.d.comb += [self.stop.valid.eq(stop_v), self.stop.queue.eq(stop_q)]
+        m.d.comb += self.idle.eq(~s0_valid & ~s1_valid & ~s2_valid & ~s3_valid & ~stop_v)
         return m
 
 

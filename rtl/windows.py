@@ -7,7 +7,8 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In
 
-from driver.abi import DESCRIPTOR_BYTES, WINDOW_BASE, Resp, bar_bytes
+from driver.abi import DESCRIPTOR_BYTES, WINDOW_BASE, Flag, Resp, bar_bytes
+from rtl.abi_layouts import DescriptorLayout
 from rtl.axi import axi_signature
 from rtl.records import window_read_signature
 
@@ -107,4 +108,23 @@ class SubmissionWindows(wiring.Component):
             with m.If(self.rd.en):
                 m.d.sync += sel.eq(flat % per_row)
         m.d.comb += self.rd.desc.eq(rp.data.word_select(sel, 256))
+
+        # --- FENCE and IMM, a bit per slot beside the block RAM ---------------------------
+        # The validator's squash of a FENCE or IMM descriptor whose queue still has work in flight starts from a
+        # register holding that bit, not from the block RAM's output (slow to come out of the RAM on the ECP5).
+        # Written with the flags' low byte, read as the block RAM is (the old value in a cycle that writes it).
+        drain_bits = m.submodules.drain_bits = memory.Memory(shape=per_row, depth=self.depth, init=[])
+        dwp = drain_bits.write_port(granularity=1)
+        drp = drain_bits.read_port(domain="comb")
+        flags_byte = DescriptorLayout["flags"].offset // 8
+        enables = []
+        for j in range(per_row):
+            at = j * DESCRIPTOR_BYTES + flags_byte  # the byte's place in the row, then in its beat
+            in_beat = at % dwb
+            byte = a.wdata[in_beat * 8 : in_beat * 8 + 8]
+            enables.append(beat & inside & (chunk == at // dwb) & a.wstrb[in_beat])
+            m.d.comb += dwp.data[j].eq((byte & (Flag.FENCE | Flag.IMM)) != 0)
+        m.d.comb += [dwp.addr.eq(wp.addr), dwp.en.eq(Cat(*enables)), drp.addr.eq(rp.addr)]
+        with m.If(self.rd.en):
+            m.d.sync += self.rd.drain.eq(drp.data.bit_select(flat % per_row, 1) if per_row > 1 else drp.data)
         return m

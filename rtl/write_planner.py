@@ -30,13 +30,16 @@ class WritePlanner(wiring.Component):
     """
 
     def __init__(self, *, num_queues: int, data_width: int, row_ptr_width: int, max_burst_beats: int,
-                 write_burst_bytes: int = 0):
+                 write_burst_bytes: int = 0, rows_in_cycle: bool = False):
         if write_burst_bytes and (write_burst_bytes & (write_burst_bytes - 1) or write_burst_bytes < data_width // 8
                                   or write_burst_bytes > min(PAGE_BYTES, max_burst_beats * data_width // 8)):
             raise ValueError(f"write_burst_bytes must be 0 or a power of two from a beat to max_burst_beats beats and "
                              f"4 KiB, not {write_burst_bytes}")
         self.data_width, self.row_ptr_width, self.max_burst_beats = data_width, row_ptr_width, max_burst_beats
         self.write_burst_bytes = write_burst_bytes
+        # a burst may issue in the cycle `filled` first reaches its rows (the compare leads the decision: a cycle off
+        # each copy's latency); without, from a registered compare, a cycle later (see `ready_rows`)
+        self.rows_in_cycle = rows_in_cycle
         self.queue_bits = qb = index_bits(num_queues)
         rp = row_ptr_width
         super().__init__({
@@ -166,10 +169,7 @@ class WritePlanner(wiring.Component):
         ready_rows, fault_here, fault_in, moved = Signal(), Signal(), Signal(), Signal()
         m.d.sync += fault_in.eq(fault & at_or_after(fq_row, cur.row0) & ~at_or_after(fq_row, cp["reach"])
                                 & ~at_or_after(fq_row, cj["end"]))
-        m.d.comb += [
-            ready_rows.eq(at_or_after(self.filled, cp["reach"]) | at_or_after(self.filled, cj["end"])),
-            fault_here.eq(fault & fault_in & ~moved),
-        ]
+        m.d.comb += fault_here.eq(fault & fault_in & ~moved)
 
         # --- AW register ----------------------------------------------------------------
         # Two places: the AW register and a spare behind it. A burst may issue while the spare is free, so the
@@ -200,8 +200,26 @@ class WritePlanner(wiring.Component):
         finish = Signal()
         fail_ack = Signal()
         issue = Signal()
-        # A burst's issue, flat: every term but `ready_rows` is ready early, so the decision is the rows' compare
-        # and one gate (it fans out to the plan registers). The address goes to the AW register, or to the spare
+        filled_end = at_or_after(self.filled, cj["end"])
+        if self.rows_in_cycle:
+            m.d.comb += ready_rows.eq(at_or_after(self.filled, cp["reach"]) | filled_end)
+        else:
+            # Registered: whether `filled` now reaches the rows of the burst that is next cycle's (B's first after a
+            # load, the next one after an issue, else this one), all three compared at once. `filled` only grows, so
+            # no burst is found ready early; rows counted this cycle are seen the next. The decision then starts from
+            # a register, not from a compare of row pointers as wide as the longest copy, before its enable fans out
+            # (on the ECP5 board that was the critical path). After an issue the next burst's rows are taken as the
+            # longest burst's, against `filled` less that from a register (a cycle old: it only grows), so no compare
+            # waits on the next burst's cut; a shorter burst (a copy's last is covered by its end) that this finds
+            # not ready is found ready a cycle later, from its own reach.
+            filled_less = Signal(rp)
+            m.d.sync += filled_less.eq(self.filled - longest)
+            m.d.sync += ready_rows.eq(Mux(load,
+                                          at_or_after(self.filled, bp["reach"]) | at_or_after(self.filled, bj["end"]),
+                                          Mux(issue, at_or_after(filled_less, cp["reach"]),
+                                              at_or_after(self.filled, cp["reach"])) | filled_end))
+        # A burst's issue, flat: every term is ready early (`ready_rows` from its register), so the decision is one
+        # gate (it fans out to the plan registers). The address goes to the AW register, or to the spare
         # while the AW register's address is still waiting.
         go_burst, issue_imm = Signal(), Signal()
         send = aw_free & self.went.ready & self.cent.ready

@@ -28,7 +28,7 @@ UART_DIVISOR = 4  # clock cycles per UART bit: the fewest the UART takes
 RAM_BYTES = 256 * 1024
 PORT_ENV = "ARKDMA_BOARD_PORT"  # the TCP port the simulated board serves its line on
 ONCE_ENV = "ARKDMA_BOARD_ONCE"  # "1": the simulation ends when the first host that sent something hangs up
-BOARD_PARAMS = dict(data_width=64, reads_outstanding=16, buffer_bytes=8192)  # the board-sized engine
+BOARD_PARAMS = dict(data_width=64, reads_outstanding=16, buffer_bytes=8192, extra_stages=True)  # the board-sized engine
 
 
 def board_params(**params) -> EngineParams:

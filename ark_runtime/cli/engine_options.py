@@ -1,5 +1,6 @@
-"""The command-line options for the engine's build parameters: one per integer field of rtl.params.EngineParams,
-shared by `rtl verilog`, `rtl estimate` and `fpga build` (rtl.params is plain Python: no Amaranth here)."""
+"""The command-line options for the engine's build parameters: one per field of rtl.params.EngineParams (an integer's
+`--name N`, a flag's `--name` / `--no-name`), shared by `rtl verilog`, `rtl estimate` and `fpga build` (rtl.params
+is plain Python: no Amaranth here)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ from driver.errors import ArkdmaError
 def _fields() -> list[dataclasses.Field]:
     from rtl.params import EngineParams
 
-    return [f for f in dataclasses.fields(EngineParams) if f.type in (int, "int")]
+    return [f for f in dataclasses.fields(EngineParams) if f.type in (int, "int", bool, "bool")]
+
+
+def _is_flag(f: dataclasses.Field) -> bool:
+    return f.type in (bool, "bool")
 
 
 def add_param_options(parser: argparse.ArgumentParser, data_width: int | None = None) -> None:
@@ -22,12 +27,16 @@ def add_param_options(parser: argparse.ArgumentParser, data_width: int | None = 
         + (f", except --data-width {data_width}" if data_width else ""))
     for f in _fields():
         default = data_width if f.name == "data_width" and data_width else f.default
-        group.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=int, default=None, metavar="N",
-                           help=f"(default {default})")
+        if _is_flag(f):
+            group.add_argument("--" + f.name.replace("_", "-"), dest=f.name, action=argparse.BooleanOptionalAction,
+                               default=None, help=f"(default {'on' if default else 'off'})")
+        else:
+            group.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=int, default=None, metavar="N",
+                               help=f"(default {default})")
     parser.set_defaults(engine_data_width_default=data_width)
 
 
-def given_params(args: argparse.Namespace) -> dict[str, int]:
+def given_params(args: argparse.Namespace) -> dict[str, int | bool]:
     """The engine parameters given as options, by field name."""
     return {f.name: getattr(args, f.name) for f in _fields() if getattr(args, f.name, None) is not None}
 

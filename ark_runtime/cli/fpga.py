@@ -132,8 +132,9 @@ def _core_factory(args: argparse.Namespace):
 
         return lambda mhz: ScratchCore(mhz, args.baud)
     from fpga.cores.engine_core import EngineCore
+    from sim.board import board_params
 
-    params = params_from(args)
+    params = params_from(args, board_params)  # the board-sized engine that card-uart-sim runs, unless overridden
     return lambda mhz: EngineCore(params, mhz, args.baud, args.ram_kib * 1024)
 
 

@@ -194,7 +194,8 @@ class _ValidatorBench(Elaboratable):
         init = [int.from_bytes(d.pack(), "little") for d in self.descriptors]
         win = m.submodules.window = memory.Memory(shape=256, depth=self.p.slots, init=init)
         rp = win.read_port()
-        m.d.comb += [rp.en.eq(v.win.en), rp.addr.eq(v.win.slot), v.win.desc.eq(rp.data)]
+        m.d.comb += [rp.en.eq(v.win.en), rp.addr.eq(v.win.slot), v.win.desc.eq(rp.data),
+                     v.win.drain.eq((rp.data[192:208] & (Flag.FENCE | Flag.IMM)) != 0)]
         return m
 
 
@@ -222,6 +223,9 @@ def test_validator_agrees_with_reference_checks():
                     break
                 ctx.set(v.pick.valid, sent < p.slots)
                 ctx.set(v.pick.payload.index, sent)
+                # queues in turn: with no queue table here a failure stops nothing, but the validator itself drops
+                # the next descriptor of the failing queue (test_validator_drops_behind_its_own_stop)
+                ctx.set(v.pick.payload.queue, sent % p.num_queues)
                 ready = rng.random() < 0.7  # backpressure from the job queue
                 ctx.set(v.job.ready, ready)
                 if ready and ctx.get(v.job.valid):
@@ -254,6 +258,99 @@ def test_validator_agrees_with_reference_checks():
         if want == ErrorCode.NONE:
             assert dst_addr == (regions[d.dst_region].addr + d.dst_offset) % (1 << 64)
     assert len(codes) >= 6, f"the random descriptors reached only {sorted(c.name for c in codes)}"
+
+
+@pytest.mark.parametrize("gap", [0, 1, 2, 3])
+def test_validator_drops_behind_its_own_stop(gap):
+    """A failure's stop reaches the queue table from a register, a cycle after the failing job: the next
+    descriptor of that queue, leaving the validator in that cycle, must be dropped by the validator itself. Here no
+    queue table answers the stop, so what follows a cycle or more later runs (the table would drop it); `gap`
+    picks of the other queue come between the two."""
+    p = SMALL
+    regions = [Region(0x1000, 0x1000, Perm.READ | Perm.WRITE)] + [None] * (p.num_regions - 1)
+    good = Descriptor(src_offset=0, dst_offset=0x800, length=64, src_region=0, dst_region=0)
+    bad = Descriptor(src_offset=0, dst_offset=0x800, length=64, src_region=0, dst_region=5)  # not registered
+    picks = [(0, bad)] + [(1, good)] * gap + [(0, good)]
+    dut = _ValidatorBench(p, [d for _, d in picks] + [good] * (p.slots - len(picks)))
+    v = dut.validator
+    got = []
+
+    async def bench(ctx):
+        await program_region(ctx, dut.regions, 0, 0x1000, 0x1000, int(Perm.READ | Perm.WRITE))
+        ctx.set(v.inflight_zero, (1 << p.num_queues) - 1)
+        ctx.set(v.job.ready, 1)
+        sent = 0
+        for _ in range(40):
+            ctx.set(v.pick.valid, sent < len(picks))
+            if sent < len(picks):
+                ctx.set(v.pick.payload.queue, picks[sent][0])
+                ctx.set(v.pick.payload.index, sent)
+            if ctx.get(v.job.valid):
+                got.append((ctx.get(v.job.payload.queue), ctx.get(v.job.payload.kind)))
+            if sent < len(picks) and ctx.get(v.pick.ready):
+                sent += 1
+            await ctx.tick()
+
+    simulate(dut, bench)
+    assert validate(bad, regions) == ErrorCode.UNKNOWN_REGION
+    want = [(0, JobKind.ERROR)] + [(1, JobKind.COPY)] * gap + [(0, JobKind.DROP if gap == 0 else JobKind.COPY)]
+    assert got == want
+
+
+@pytest.mark.parametrize("data_width", [64, 128, 256, 512])
+def test_window_drain_bit_follows_the_flags_written(data_width):
+    """The window keeps, beside its block RAM, a bit per slot saying FENCE or IMM; the validator's squash reads that
+    bit, so it must match the flags of the descriptor read, after any mix of partial writes (byte strobes), and in a
+    cycle that reads a slot while it is written (both give the old value)."""
+    from driver.abi import DESCRIPTOR_BYTES, WINDOW_BASE
+    from rtl.windows import SubmissionWindows
+
+    nq, slots, dwb = 2, 8, data_width // 8
+    dut = SubmissionWindows(num_queues=nq, slots=slots, data_width=data_width, id_width=2)
+    a, rd = dut.axi, dut.rd
+    rng = random.Random(data_width)
+    model = bytearray(nq * slots * DESCRIPTOR_BYTES)
+    flags_at = 24  # the flags' low byte in a descriptor
+    checked = set()
+
+    async def bench(ctx):
+        ctx.set(a.bready, 1)
+        for _ in range(300):
+            beat_at = rng.randrange(len(model) // dwb) * dwb
+            data = bytearray(rng.randbytes(dwb))
+            for b in range(dwb):  # make FENCE and IMM frequent in flags bytes
+                if (beat_at + b) % DESCRIPTOR_BYTES == flags_at:
+                    data[b] = rng.choice([0, Flag.NOTIFY, Flag.FENCE, Flag.IMM, Flag.FENCE | Flag.NOTIFY])
+            strb = rng.randrange(1 << dwb) if rng.random() < 0.7 else (1 << dwb) - 1
+            ctx.set(a.awvalid, 1)
+            ctx.set(a.awaddr, WINDOW_BASE + beat_at)
+            ctx.set(a.awsize, (dwb - 1).bit_length())
+            ctx.set(a.awlen, 0)
+            await ctx.tick()
+            ctx.set(a.awvalid, 0)
+            ctx.set(a.wvalid, 1)
+            ctx.set(a.wdata, int.from_bytes(data, "little"))
+            ctx.set(a.wstrb, strb)
+            ctx.set(a.wlast, 1)
+            # read a slot in the cycle of the write: the old descriptor and the old bit
+            slot = rng.randrange(nq * slots)
+            ctx.set(rd.en, 1)
+            ctx.set(rd.queue, slot // slots)
+            ctx.set(rd.slot, slot % slots)
+            old = bytes(model[slot * DESCRIPTOR_BYTES:(slot + 1) * DESCRIPTOR_BYTES])
+            assert ctx.get(a.wready)
+            await ctx.tick()
+            ctx.set(a.wvalid, 0)
+            ctx.set(rd.en, 0)
+            assert ctx.get(rd.desc.as_value()) == int.from_bytes(old, "little"), f"slot {slot}"
+            assert ctx.get(rd.drain) == bool(old[flags_at] & (Flag.FENCE | Flag.IMM)), f"slot {slot}: {old[flags_at]}"
+            checked.add(bool(old[flags_at] & (Flag.FENCE | Flag.IMM)))
+            for b in range(dwb):
+                if strb >> b & 1:
+                    model[beat_at + b] = data[b]
+
+    simulate(dut, bench)
+    assert checked == {False, True}
 
 
 @pytest.mark.parametrize("w_with_aw", [True, False])

@@ -19,12 +19,13 @@ NUM_QUEUES = 4
 BASE = 0x1000
 
 
+@pytest.mark.parametrize("pick_ahead", [False, True])
 @pytest.mark.parametrize("seed", range(4))
-def test_every_due_word_reaches_memory(seed):
+def test_every_due_word_reaches_memory(seed, pick_ahead):
     """Queues fall due at random (as completions and halts set their dirty bits) while the writer serves
     others; the model keeps the dirty bits as the queue table does (take clears, a later event sets).
     Regression: `take` named the queue served before, so a word due on it after its capture was lost."""
-    dut = CompletionWriter(num_queues=NUM_QUEUES, data_width=64)
+    dut = CompletionWriter(num_queues=NUM_QUEUES, data_width=64, pick_ahead=pick_ahead)
     rng = random.Random(seed)
     nq = NUM_QUEUES
     words = [0] * nq
@@ -78,13 +79,14 @@ def test_every_due_word_reaches_memory(seed):
     sim.run()
 
 
+@pytest.mark.parametrize("pick_ahead", [False, True])
 @pytest.mark.parametrize("seed", range(3))
-def test_a_taken_word_is_held_until_its_write_is_issued(seed):
+def test_a_taken_word_is_held_until_its_write_is_issued(seed, pick_ahead):
     """From `take` (the queue's dirty bit clears) until `issue` (the write counts as outstanding) the writer
     says it holds that queue's word, under random backpressure on the address channel; the queue stays busy
     meanwhile. Regression: STATUS.BUSY fell in that gap, so an enable returned while memory still held the
     old (halted) word and the host, reading it, stopped posting: error-log entries went missing."""
-    dut = CompletionWriter(num_queues=NUM_QUEUES, data_width=64)
+    dut = CompletionWriter(num_queues=NUM_QUEUES, data_width=64, pick_ahead=pick_ahead)
     rng = random.Random(seed)
     nq = NUM_QUEUES
     holding: dict[int, bool] = {}

@@ -100,18 +100,22 @@ def expected(p: EngineParams, jobs: list[dict], max_payload: int = 0):
     return aw, went, cent
 
 
+@pytest.mark.parametrize("rows_in_cycle", [False, True])
 @pytest.mark.parametrize(("data_width", "seed", "write_burst_bytes", "max_payload"),
                          [(64, 1, 0, 0), (64, 2, 0, 0), (512, 3, 0, 0), (512, 4, 0, 0), (64, 5, 32, 0), (64, 6, 8, 0),
                           (512, 7, 256, 0), (512, 8, 64, 0), (512, 9, 128, 1), (512, 10, 128, 3), (512, 11, 128, 0),
                           (64, 12, 32, 1)])
-def test_bursts_wait_for_their_rows_and_match_the_model(data_width, seed, write_burst_bytes, max_payload):
-    """max_payload: the host's size (128 << code bytes), which raises the span write bursts end at."""
+def test_bursts_wait_for_their_rows_and_match_the_model(data_width, seed, write_burst_bytes, max_payload,
+                                                        rows_in_cycle):
+    """max_payload: the host's size (128 << code bytes), which raises the span write bursts end at. rows_in_cycle:
+    the burst decided in the cycle its rows are counted (the card), or from the registered compare (the board)."""
     p = params(data_width, write_burst_bytes)
     rng = random.Random(seed)
     jobs = Jobs(p, rng, 60)
     want_aw, want_went, want_cent = expected(p, jobs.list, max_payload)
     dut = WritePlanner(num_queues=p.num_queues, data_width=p.data_width, row_ptr_width=p.row_ptr_width,
-                       max_burst_beats=p.max_burst_beats, write_burst_bytes=p.write_burst_bytes)
+                       max_burst_beats=p.max_burst_beats, write_burst_bytes=p.write_burst_bytes,
+                       rows_in_cycle=rows_in_cycle)
     got_aw, got_went, got_cent = [], [], []
 
     async def bench(ctx):
