@@ -96,6 +96,11 @@ def headers_digest() -> str:
 
 PAD = 8  # matmul.cuh: shared-memory rows padded by this many elements
 STAGE_BUDGET = 96 * 1024  # shared memory for a matmul's slices in flight
+# The weight-streaming tiles' (gemv.cuh, gemv_mma.cuh) slices in flight at most. Their matmuls read the weights once,
+# every SM at once, at HBM's pace: on an H100 more slices in flight made mlp-b8 slower (5: 92.5-92.9 us, 7 and 8:
+# 93.7-94.1), 4 the fastest (92.1-92.2; mlp-b1 90.4 -> 90.0-90.1), 3 slower again (94.2-94.3);
+# bench/results/h100/experiments/gemv_mma_stages/
+WEIGHT_STAGES = 4
 
 
 def matmul_stages(dtype: str, bm: int, bn: int) -> int:
@@ -134,7 +139,7 @@ class GemvConfig:
             raise ModelError(f"a skinny matmul of {m} rows in {w}-column tiles does not fit gemv.cuh")
         rpt = GEMV_THREAD_SLICE // (cpt * esize)
         slice_bytes = rpt * (THREADS * cpt // w) * (w + m) * esize
-        return GemvConfig(m, w, cpt, rpt, max(2, min(8, STAGE_BUDGET // slice_bytes)))
+        return GemvConfig(m, w, cpt, rpt, max(2, min(WEIGHT_STAGES, STAGE_BUDGET // slice_bytes)))
 
     def smem(self, dtype: str) -> int:
         """As gemv.cuh's gemv_smem: the slices in flight, or the reduction's sums per warp."""
@@ -158,7 +163,7 @@ class GemvMmaConfig:
     def of(m: int, w: int) -> GemvMmaConfig:
         if w not in (32, 64, 128):  # tiling.SKINNY_WIDTHS: A's rows 128 bytes a slice or more, 16-column blocks
             raise ModelError(f"a skinny matmul of {m} rows in {w}-column tiles does not fit gemv_mma.cuh")
-        return GemvMmaConfig(m, w, max(2, min(8, STAGE_BUDGET // GemvMmaConfig.slice_bytes(m, w))))
+        return GemvMmaConfig(m, w, max(2, min(WEIGHT_STAGES, STAGE_BUDGET // GemvMmaConfig.slice_bytes(m, w))))
 
     @staticmethod
     def slice_bytes(m: int, w: int) -> int:
