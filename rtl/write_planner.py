@@ -209,11 +209,11 @@ class WritePlanner(wiring.Component):
             # no burst is found ready early; rows counted this cycle are seen the next. The decision then starts from
             # a register, not from a compare of row pointers as wide as the longest copy, before its enable fans out
             # (on the ECP5 board that was the critical path). After an issue the next burst's rows are taken as the
-            # longest burst's, against `filled` less that from a register (a cycle old: it only grows), so no compare
-            # waits on the next burst's cut; a shorter burst (a copy's last is covered by its end) that this finds
-            # not ready is found ready a cycle later, from its own reach.
-            filled_less = Signal(rp)
-            m.d.sync += filled_less.eq(self.filled - longest)
+            # longest burst's, against `filled` less that from registers (two cycles old: it only grows), so no
+            # compare waits on the next burst's cut or on the tracker's count; a shorter burst (a copy's last is
+            # covered by its end) that this finds not ready is found ready a cycle later, from its own reach.
+            filled_r, filled_less = Signal(rp), Signal(rp)
+            m.d.sync += [filled_r.eq(self.filled), filled_less.eq(filled_r - longest)]
             m.d.sync += ready_rows.eq(Mux(load,
                                           at_or_after(self.filled, bp["reach"]) | at_or_after(self.filled, bj["end"]),
                                           Mux(issue, at_or_after(filled_less, cp["reach"]),
