@@ -119,6 +119,7 @@ class ReadEngine(wiring.Component):
                          c_lowmax.eq(Mux(fire, c_lowmax, alloc_lowmax) + job.rbeats),
                          g_pg.eq(bursts.to_page(db, job.src_addr) - job.rbeats), g_left.eq(job.nrows - job.rbeats),
                          g_addr.eq((job.src_addr & ~(db - 1)) + (job.rbeats << lg))]
+
         def room(low):
             return ~(self.row_free - low)[rp - 1]
 

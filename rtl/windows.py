@@ -112,8 +112,8 @@ class SubmissionWindows(wiring.Component):
         # --- FENCE and IMM, a bit per slot beside the block RAM ---------------------------
         # The validator's squash of a FENCE or IMM descriptor whose queue still has work in flight starts from a
         # register holding that bit, not from the block RAM's output (slow to come out of the RAM on the ECP5).
-        # Written with the flags' low byte, read as the block RAM is (the old value in a cycle that writes it).
-        # in LUT RAM, not block RAM: synthesis would otherwise fold the register below into a block RAM's read
+        # Written with the flags' low byte, read as the block RAM is (the old value in a cycle that writes it). In LUT
+        # RAM, not block RAM: synthesis would otherwise fold the register below into a block RAM's read.
         drain_bits = m.submodules.drain_bits = memory.Memory(shape=per_row, depth=self.depth, init=[],
                                                              attrs={"ram_style": "distributed"})
         dwp = drain_bits.write_port(granularity=1)

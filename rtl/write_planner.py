@@ -218,8 +218,9 @@ class WritePlanner(wiring.Component):
                                           at_or_after(self.filled, bp["reach"]) | at_or_after(self.filled, bj["end"]),
                                           Mux(issue, at_or_after(filled_less, cp["reach"]),
                                               at_or_after(self.filled, cp["reach"])) | filled_end))
-        # A burst's issue, flat: every term is ready early (`ready_rows` from its register), so the decision is one
-        # gate (it fans out to the plan registers). The address goes to the AW register, or to the spare
+        # A burst's issue, flat: every term but `ready_rows` is ready early (and that one too, from its register,
+        # without `rows_in_cycle`), so the decision is the rows' compare, or none, and one gate (it fans out to the
+        # plan registers). The address goes to the AW register, or to the spare
         # while the AW register's address is still waiting.
         go_burst, issue_imm = Signal(), Signal()
         send = aw_free & self.went.ready & self.cent.ready
