@@ -70,6 +70,7 @@ class Queues(wiring.Component):
         fired = Signal()
         m.d.comb += [rr.requests.eq(elig), chosen.eq(rr.grant), fired.eq(self.pick.valid & self.pick.ready),
                      rr.advance.eq(fired)]
+        tokens = Signal(nq)  # per queue: its next pick is its doorbell error (all posted slots dispatched)
 
         done, dk = self.done.entry, self.done.entry.kind
         m.d.comb += self.stops.flush.eq(self.flush)
@@ -117,16 +118,20 @@ class Queues(wiring.Component):
                     with m.Case(off["COMPL_OFFSET_HI"]):
                         m.d.sync += q.compl_offset[32:].eq(self.regs.w_data)
 
-            # doorbell: an error is kept until the descriptors posted before it have run
+            # doorbell: an error is kept until the descriptors posted before it have run. Each check is the sign of
+            # one subtraction from the written value. backwards: delta = value - posted, as a signed 32-bit count.
+            # overflow: with delta not backwards, and posted - completed in [0, SLOTS] (a doorbell moves posted only
+            # to within SLOTS of completed, which only follows it), value - completed > SLOTS exactly when
+            # delta - room - 1 >= 0, room = SLOTS - (posted - completed); that is value - (completed + SLOTS + 1),
+            # and `limit` keeps completed + SLOTS + 1 beside completed, so no compare follows the carry chain
             delta = Signal(32, name=f"q{i}_delta")
-            ring = Signal(33, name=f"q{i}_ring")
-            # posted - completed + delta, in one subtraction: it cannot wrap when delta is not backwards
-            m.d.comb += [delta.eq(self.regs.w_data - q.posted), ring.eq((self.regs.w_data - q.completed[:32])[:32])]
+            over = Signal(32, name=f"q{i}_over")
+            m.d.comb += [delta.eq(self.regs.w_data - q.posted), over.eq(self.regs.w_data - q.limit)]
             db_ok = Signal(name=f"q{i}_db_ok")  # the doorbell moves `posted`
             with m.If(w & (self.regs.w_offset == off["DOORBELL"]) & q.enabled & ~q.halting & ~q.db_pend):
                 with m.If(delta[31]):
                     m.d.sync += [q.db_pend.eq(1), q.db_code.eq(ErrorCode.DOORBELL_BACKWARDS), q.db_value.eq(self.regs.w_data)]
-                with m.Elif(ring > self.slots):
+                with m.Elif(~over[31]):
                     m.d.sync += [q.db_pend.eq(1), q.db_code.eq(ErrorCode.RING_OVERFLOW), q.db_value.eq(self.regs.w_data)]
                 with m.Else():
                     m.d.comb += db_ok.eq(1)
@@ -147,6 +152,7 @@ class Queues(wiring.Component):
                 m.d.sync += [
                     q.en_pending.eq(0), q.enabled.eq(1), q.checking.eq(1), q.dirty.eq(0),
                     q.posted.eq(q.start[:32]), q.dispatched.eq(q.start[:32]), q.completed.eq(q.start[:63]),
+                    q.limit.eq(q.start[:32] + self.slots + 1),
                     q.halting.eq(0), q.hard.eq(0), q.halted.eq(0), q.code.eq(0), q.cookie.eq(0), q.err_index.eq(0),
                     q.db_pend.eq(0), q.db_sent.eq(0), q.fence.eq(0), q.draining.eq(0),
                 ]
@@ -157,7 +163,9 @@ class Queues(wiring.Component):
             # the doorbell's checks: dispatched never passes posted, and posted only grows, so a doorbell that moves
             # it leaves work pending, a squash (back to a slot already posted) too, and a pick leaves work if the
             # slot after it was posted
-            picked = fired & (chosen == i) & ~self.pick.payload.token
+            sel = Signal(name=f"q{i}_sel")  # this queue's pick was taken
+            m.d.comb += [sel.eq(fired & rr.grant_onehot[i]), tokens[i].eq(~q.pending & q.db_pend)]
+            picked = sel & ~tokens[i]
             rung = Signal(name=f"q{i}_rung")
             m.d.comb += rung.eq(db_ok & (self.regs.w_data != q.posted))
             with m.If(enable_now):
@@ -173,8 +181,8 @@ class Queues(wiring.Component):
             m.d.sync += q.drained.eq(q.none_out)
 
             # scheduler and validator
-            with m.If(fired & (chosen == i)):
-                with m.If(self.pick.payload.token):
+            with m.If(sel):
+                with m.If(tokens[i]):
                     m.d.sync += q.db_sent.eq(1)
                 with m.Else():
                     m.d.sync += q.dispatched.eq(q.dispatched + 1)
@@ -200,7 +208,7 @@ class Queues(wiring.Component):
             with m.If(done_i):
                 m.d.sync += q.retired.eq(q.retired + 1)
                 with m.If((dk == DoneKind.SUCCESS) & ~q.halted):
-                    m.d.sync += q.completed.eq(q.completed + 1)
+                    m.d.sync += [q.completed.eq(q.completed + 1), q.limit.eq(q.limit + 1)]
                     with m.If(done.notify | (((q.completed + 1)[:32] == q.posted) & ~q.db_pend)):
                         m.d.sync += q.dirty.eq(1)
                 with m.If((dk == DoneKind.HALT) & ~q.halted):
@@ -236,7 +244,7 @@ class Queues(wiring.Component):
                          self.log.entry.index.eq(_pick(rows, self.cw.fail.queue, lambda q: q.start[:32]))]
 
         token = Signal()
-        m.d.comb += token.eq(_pick(rows, chosen, lambda q: (q.dispatched == q.posted) & q.db_pend))
+        m.d.comb += token.eq(tokens.bit_select(chosen, 1))
         m.d.comb += [
             self.pick.valid.eq(rr.valid),
             self.pick.payload.queue.eq(chosen),
@@ -308,9 +316,10 @@ class _QueueRegs:
         self.compl_offset = reg(64, "compl_offset")
         self.posted = reg(32, "posted")
         self.dispatched = reg(32, "dispatched")
-        self.pending = reg(1, "pending")  # dispatched != posted
+        self.pending = reg(1, "pending")  # dispatched != posted, kept exactly (a token is picked when it is clear)
         self.drained = reg(1, "drained")  # nothing in flight, a cycle ago
         self.completed = reg(63, "completed")
+        self.limit = reg(32, "limit")  # completed[:32] + SLOTS + 1: the first doorbell value that overflows the ring
         self.db_pend = reg(1, "db_pend")
         self.db_code = reg(CODE_BITS, "db_code")
         self.db_value = reg(32, "db_value")

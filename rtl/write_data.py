@@ -54,6 +54,9 @@ class WriteData(wiring.Component):
         left, left_nz = Signal(rp), Signal()
         beat_zero, beat_last = Signal(init=1), Signal()
         row_free = Signal(rp)
+        # row_free + 1, kept beside it: a beat's take moves row_free by a choice between two registers, so the
+        # take (the latest signal here) meets no carry chain on its way to the read engine's counter
+        row_free1 = Signal(rp, init=1)
         m.d.comb += self.row_free.eq(row_free)
 
         # --- token: what the next cycle's A stage holds ------------------------------------
@@ -73,7 +76,7 @@ class WriteData(wiring.Component):
                     with m.If(e.first & ~started & e.preload):
                         m.d.comb += [t_valid.eq(1), t_consume.eq(1)]
                         with m.If(adv):
-                            m.d.sync += [started.eq(1), consumed.eq(1), row_free.eq(row_free + 1),
+                            m.d.sync += [started.eq(1), consumed.eq(1), row_free.eq(row_free1), row_free1.eq(row_free1 + 1),
                                          left.eq(e.nrows - 1), left_nz.eq(e.nrows != 1)]
                     with m.Else():
                         left_now = Signal(rp)  # nrows - done_rows
@@ -87,7 +90,8 @@ class WriteData(wiring.Component):
                         ]
                         with m.If(adv):
                             m.d.sync += [started.eq(1), consumed.eq(done_rows + t_consume),
-                                         row_free.eq(row_free + t_consume), beat.eq(beat + 1),
+                                         row_free.eq(Mux(t_consume, row_free1, row_free)),
+                                         row_free1.eq(Mux(t_consume, row_free1 + 1, row_free1)), beat.eq(beat + 1),
                                          left.eq(left_now - t_consume),
                                          left_nz.eq(Mux(t_consume, left_now != 1, left_now != 0)),
                                          beat_zero.eq(0), beat_last.eq((beat + 2)[:10] == e.beats)]
@@ -102,12 +106,12 @@ class WriteData(wiring.Component):
                 with m.Case(WKind.DISCARD):
                     m.d.comb += self.went.ready.eq(discard_ready)
                     with m.If(discard_ready):
-                        m.d.sync += [row_free.eq(e.row_end), started.eq(0)]
+                        m.d.sync += [row_free.eq(e.row_end), row_free1.eq(e.row_end + 1), started.eq(0)]
                     with m.Else():
                         # Free the rows as they land: a descriptor larger than the buffer reads its rest
                         # only into freed rows, so holding them all until the end deadlocked (a reset or a
                         # drop with such a copy in flight never finished).
-                        m.d.sync += row_free.eq(self.filled)
+                        m.d.sync += [row_free.eq(self.filled), row_free1.eq(self.filled + 1)]
         m.d.comb += [self.buf.en.eq(adv), self.buf.addr.eq(row[: self.buf_addr_width])]
 
         # --- A: the row is on rd_data ---------------------------------------------------

@@ -37,10 +37,10 @@ def simulate(dut, bench, clocked: bool = True) -> None:
     sim.run()
 
 
-def test_round_robin_matches_model():
-    n = 5
+@pytest.mark.parametrize("n", [1, 2, 4, 5])
+def test_round_robin_matches_model(n):
     dut = RoundRobin(n)
-    rng = random.Random(1)
+    rng = random.Random(n)
 
     async def bench(ctx):
         start = 0
@@ -51,6 +51,7 @@ def test_round_robin_matches_model():
             ctx.set(dut.advance, advance)
             want = round_robin_model(requests, start)
             assert ctx.get(dut.valid) == (want is not None)
+            assert ctx.get(dut.grant_onehot) == (0 if want is None else 1 << want), f"requests {requests}, start {start}"
             if want is not None:
                 assert ctx.get(dut.grant) == want, f"requests {requests}, start {start}"
                 if advance:

@@ -93,7 +93,7 @@ class Harness:
             e = ctx.get(dut.log.entry)
             self.logged.append((int(e.code), int(e.queue), int(e.index)))
         await ctx.tick()
-        ctx.set(dut.issue.valid, issue is not None and not issue[2])
+        ctx.set(dut.issue.valid, issue is not None)
         if issue is not None:
             ctx.set(dut.issue.queue, issue[0])
 
@@ -220,6 +220,62 @@ def test_a_doorbell_may_run_slots_ahead_and_no_further(ahead):
         else:
             assert picks == [*slots, ((start + ahead) & M32, 1, int(ErrorCode.RING_OVERFLOW))]
             assert ctx.get(dut.cw.word[0]) == (1 << 63) | good
+
+    sim = Simulator(dut)
+    sim.add_clock(4e-9)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_doorbell_checks_count_from_what_has_completed(seed):
+    """A doorbell at every edge of its two checks, with slots completed and others still posted, from STARTs
+    near the 2^32 wrap: taken when the value is neither behind `posted` nor more than SLOTS past `completed`,
+    else the error comes as a token after the slots posted before it."""
+    rng = random.Random(100 + seed)
+    dut = Queues(num_queues=NUM_QUEUES, slots=SLOTS)
+    edges = [0, 1, SLOTS - 1, SLOTS, SLOTS + 1, SLOTS + 2, (1 << 31) - 1, 1 << 31, M32]
+
+    async def bench(ctx):
+        h = Harness(ctx, dut, rng)
+        ctx.set(dut.engine_enable, 1)
+        for _ in range(8):
+            q = rng.randrange(NUM_QUEUES)
+            start = rng.choice([rng.randrange(1 << 32), M32 - rng.randrange(2 * SLOTS)])
+            await h.write(q, "CONTROL", 0)
+            for _ in range(20):
+                await h.cycle()
+            await h.write(q, "START_LO", start)
+            await h.write(q, "START_HI", 0)
+            await h.write(q, "CONTROL", 1)
+            for _ in range(5):
+                await h.cycle()
+            first = len(h.picks)
+            done, waiting = rng.randrange(SLOTS + 1), 0
+            await h.write(q, "DOORBELL", start + done)
+            for _ in range(200):
+                await h.cycle()
+            assert ctx.get(dut.cw.word[q]) == start + done, (start, done, h.picks[first:], ctx.get(dut.enabled), ctx.get(dut.busy))
+            h.take_picks = False
+            waiting = rng.randrange(SLOTS - done + 1) if done < SLOTS else 0
+            await h.write(q, "DOORBELL", start + done + waiting)
+            x = rng.choice(edges)
+            value = (start + done + x) & M32
+            await h.write(q, "DOORBELL", value)
+            backwards = (x - waiting) & M32 >= 1 << 31
+            taken = not backwards and x <= SLOTS
+            posted = value if taken else (start + done + waiting) & M32
+            assert h.read(q, "DOORBELL") == posted, f"start {start:#x}, {done} done, {waiting} waiting, +{x:#x}"
+            h.take_picks = True
+            for _ in range(200):
+                await h.cycle()
+            mine = [(i, t, c) for qq, i, t, c in h.picks[first:] if qq == q]
+            count = (posted - start) & M32
+            want = [((start + k) & M32, 0, 0) for k in range(count)]
+            if not taken:
+                code = ErrorCode.DOORBELL_BACKWARDS if backwards else ErrorCode.RING_OVERFLOW
+                want.append((value, 1, int(code)))
+            assert mine == want, f"start {start:#x}, {done} done, {waiting} waiting, +{x:#x}"
 
     sim = Simulator(dut)
     sim.add_clock(4e-9)
