@@ -281,6 +281,8 @@ class _Gen:
         self.asserts: list[str] = []
         self.wgmma = False  # a matmul uses matmul_sm90.cuh (then one CTA per SM: ARK_MIN_BLOCKS 1 on sm_90a)
         self.maps: list[TensorMapSpec] = []
+        self.written = {op.output for op in model.ops}
+        self.early: set[int] = set()  # ops whose tiles load their first weight slices before their waits
 
     def tensor_maps(self, op: Op, a: Tensor, b: Tensor, bm: int) -> str:
         """The arguments naming op's tensor maps of A (box 64 x bm) and B (box 64 x 64), which the host makes."""
@@ -436,13 +438,14 @@ class _Gen:
         """A skinny matmul (tiling.skinny): its tiles own all of A's rows and skinny_cols columns of B."""
         epi = self.epilogue(op, out, [self.model.tensors[i] for i in op.inputs[2:]])
         return self._gemv_call(op, a.dtype, a.rows, b.cols, a.cols, skinny_cols(b.cols, self.plan.num_sms), x[0],
-                               x[1], o, a.cols, epi)
+                               x[1], o, a.cols, b, epi)
 
     def _gemv_call(self, op: Op, dtype: str, m: int, n: int, k: int, w: int, pa: str, pb: str, po: str, lda: int,
-                   epi: str = "") -> str:
+                   b: Tensor, epi: str = "") -> str:
         """gemv.cuh's tile (gemv_mma.cuh's where tiling.skinny_mma) of `w` columns over K = k (A's rows lda apart),
         its shared memory asserted. Its rows are all of A's M: r0 % M is 0 (a split part's rows in the parts start at
-        s * M)."""
+        s * M). gemv_mma.cuh's tile takes the loop's `mode` where B is an input no op writes (its first slices then
+        load before the tile's waits), else runs as one piece."""
         ct = CTYPE[dtype]
         e = 16 // DTYPE_BYTES[dtype]
         vec = k % e == 0 and n % e == 0 and lda % e == 0
@@ -452,8 +455,11 @@ class _Gen:
             params = f"{ct}, {m}, {w}, {gm.stages}"
             self.asserts.append(f"static_assert(ark::gemv_mma_smem<{params}>() == {gm.smem()}, "
                                 f"\"op {op.id}: codegen.py's GemvMmaConfig.smem\");")
+            early = b.id not in self.written
+            if early:
+                self.early.add(op.id)
             return (f"ark::gemv_mma_tile<{params}>({pa}, {pb}, {po}, {n}, {k}, {lda}, r0 % {m}, c0, c1, "
-                    f"smem{epi});")
+                    f"smem, {'mode' if early else 'ark::TILE_RUN'}{epi});")
         g = GemvConfig.of(dtype, m, w)
         smem = g.smem(dtype)
         self.smem = max(self.smem, smem)
@@ -474,7 +480,7 @@ class _Gen:
                 f"      const {ct}* pa = {x[0]} + k0; const {ct}* pb = {x[1]} + k0 * {n}; "
                 f"float* po = {o} + (long long)s * {m * n};")
         if sm90_matmul_block(m, n, kp, a.dtype, self.plan.num_sms, self.wgmma_ok) is None:  # a skinny part
-            call = self._gemv_call(op, a.dtype, m, n, kp, SKINNY_PART_COLS, "pa", "pb", "po", k)
+            call = self._gemv_call(op, a.dtype, m, n, kp, SKINNY_PART_COLS, "pa", "pb", "po", k, b)
             return f"{{\n      {part}\n      {call}\n      }}"
         bm, bn = split_block(m, n, k, parts, a.dtype, self.plan.num_sms, self.wgmma_ok)
         stages, smem = sm90_stages(bm, bn, kp), matmul_sm90_smem(bm, bn, kp)
@@ -570,6 +576,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(c
 #endif
   const int begin = p.stream_start[blockIdx.x], end = p.stream_start[blockIdx.x + 1];
   int first = end;  // nothing staged yet
+  int preloaded = -1;  // the run instruction whose tile's first weight slices were loaded before its waits
   unsigned long long go = 0, ring = 0;  // thread 0: go and iterations published, as last read
   const unsigned long long first_it = p.finished[ark::SEGMENT_AT];  // 0, or where the last run of the graph stopped
 #if ARK_GRAPH_COPIES
@@ -615,16 +622,27 @@ extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(c
         const auto staged = [&](int j) { return j < end && j < first + ark::CHUNK; };  // instruction j is in `held`
         int n = 1;
         while (staged(i + n) && held[2 * (i + n - first)].x == ark::INS_WAIT) ++n;
-        // a warp the waits leave idle (they deal their words out from thread 0) loads the next tile's tensor ids
-        if (threadIdx.x == 32 && staged(i + n) && held[2 * (i + n - first)].x == ark::INS_RUN)
-          gen::prefetch_op(held[2 * (i + n - first)].z);
+        if (staged(i + n) && held[2 * (i + n - first)].x == ark::INS_RUN) {
+          const int4 r = held[2 * (i + n - first)], rm = held[2 * (i + n - first) + 1];
+          // a warp the waits leave idle (they deal their words out from thread 0) loads the tile's tensor ids
+          if (threadIdx.x == 32) gen::prefetch_op(r.z);
+          // a tile whose weights depend on nothing waited for: their loads start now
+          if (gen::preload_tile(p, T, r.y, r.z, rm.w, r.w, rm.x, rm.y, rm.z, smem)) preloaded = i + n;
+        }
         stop = !ark::wait_all(p, held + 2 * (i - first), n, it);
         stop = __syncthreads_or(stop);
+        if (stop && preloaded == i + n) {  // no tile will take the copies: they land before the CTA leaves
+          ark::cp_async_commit();
+          ark::cp_async_wait<0>();
+        }
         i += n - 1;
       } else if (in.x == ark::INS_RUN) {
         // the tile's stamps are warp 1's: thread 0's signal (a release) then need not wait for their stores
         if (threadIdx.x == 32) p.tile_ns[2 * in.y] = arkdma::now_ns();
-        const unsigned long long f = gen::run_tile(p, q, T, in.y, in.z, more.w, in.w, more.x, more.y, more.z, smem);
+        const int mode = i == preloaded ? ark::TILE_PRELOADED : ark::TILE_RUN;
+        preloaded = -1;
+        const unsigned long long f = gen::run_tile(p, q, T, in.y, in.z, more.w, in.w, more.x, more.y, more.z, smem,
+                                                   mode);
         if (__syncthreads_or(f != 0ull)) {
           if (f != 0ull) ark::fault(p, (unsigned)(f >> 32), in.y, -1, 0ull, 0ull, f & 0xffffffffull);
           stop = 1;
@@ -741,6 +759,10 @@ def generate(model: Model, plan: Plan, graph_copies: bool = False) -> KernelSour
     bodies = [g.case(op) for op in model.ops]
     structs, renamed = _named_by_content(g.structs)
     cases, io_table, op_case = _cases(model, bodies, renamed)
+    early = {op_case[i] for i in g.early}
+    # the same bodies with `mode` TILE_PRELOAD: each gemv_mma tile issues its first weight copies and returns
+    preload_cases = [re.sub(r"return 0ull;\n    \}$", "return true;\n    }", c) for c in cases
+                     if int(re.search(r"case (\d+):", c).group(1)) in early]
     smem = max(g.smem, 16)
     head = [f"// The loop kernel of model {model.name!r}: {len(model.ops)} ops, {len(plan.tiles)} tiles, "
             f"{plan.num_sms} SMs (generated by ark_runtime/kernel/codegen.py; op templates in include/ark/).",
@@ -761,11 +783,24 @@ def generate(model: Model, plan: Plan, graph_copies: bool = False) -> KernelSour
             *structs, *g.asserts,
             *(io_table or ["__device__ __forceinline__ void prefetch_op(int) {}  // ids are literals: nothing to load"]),
             "",
+            "/* Where case `body` streams weights that an input holds, issues the copies of tile `tile`'s first slices",
+            " * (gemv.cuh's TILE_PRELOAD) and is true: called before the tile's waits, then run_tile with",
+            " * ark::TILE_PRELOADED. */",
+            "__device__ __forceinline__ bool preload_tile(const ark::Program& p, void* const* T, int tile, int op,",
+            "                                             int body, int r0, int r1, int c0, int c1,",
+            "                                             unsigned char* smem) {",
+            *(["  const int mode = ark::TILE_PRELOAD;"] if preload_cases else []),
+            *(["  const int* io = OP_IO[op];"] if io_table and preload_cases else []),
+            *(["  switch (body) {", *preload_cases, "  }"] if preload_cases else []),
+            "  return false;",
+            "}",
+            "",
             "/* Runs tile `tile` of op `op` (whose body is case `body`) on every thread of the CTA; non-zero (fault",
-            " * code << 32 | detail) when the tile found bad input. */",
+            " * code << 32 | detail) when the tile found bad input. `mode`: gemv.cuh's TileMode. */",
             "__device__ __forceinline__ unsigned long long run_tile(const ark::Program& p, const arkdma_queue& q,",
             "                                                       void* const* T, int tile, int op, int body, int r0,",
-            "                                                       int r1, int c0, int c1, unsigned char* smem) {",
+            "                                                       int r1, int c0, int c1, unsigned char* smem,",
+            "                                                       int mode) {",
             *(["  const int* io = OP_IO[op];"] if io_table else []),
             "  switch (body) {",
             *cases,

@@ -165,6 +165,7 @@ def test_skinny_matmuls_match_the_reference(gpu, rows, dtype):
     shapes = [(rows, y.shape[1], m.tensors[m.ops[y.producer].inputs[0]].cols) for y in ys]
     mma = sum(skinny_mma(r, n, k, dtype) for r, n, k in shapes)
     text = rt.source.text
+    text = text[text.index("run_tile("):]  # the tiles' bodies (preload_tile repeats the weight-streaming ones)
     assert (text.count("ark::gemv_tile<"), text.count("ark::gemv_mma_tile<")) == (len(ys) - mma, mma)
 
 
@@ -429,6 +430,64 @@ def test_torch_tensors_bind_through_dlpack(gpu):
         rt.wait()
     ref = ta.float() @ tw.float()
     assert float((out.float() - ref).abs().max()) <= 0.05 * float(ref.abs().max())
+
+
+def _preload_model() -> Model:
+    """Two weight-streaming matmuls of 8 rows behind an op on every SM: `y`'s B is an input (its tiles issue their
+    first slices before their waits), `z`'s is an op's output (they must not)."""
+    m = Model("preload")
+    h = m.unary("gelu", m.input("x", (8, 4096), "bf16"))
+    y = m.matmul(h, m.input("w", (4096, 4096), "bf16"))
+    z = m.matmul(h, m.unary("neg", m.input("v", (4096, 1024), "bf16")))
+    m.output(y, z)
+    return m
+
+
+def test_weights_load_before_the_waits_and_the_results_follow_new_inputs(gpu):
+    """Runs of two iterations with new x, w and v between them: a tile that loaded its first weight slices before
+    its waits still multiplies this run's weights and activations."""
+    from ark_runtime.runtime import Runtime
+
+    m = _preload_model()
+    with Runtime(m) as rt:
+        text = rt.source.text
+        early = text[text.index("preload_tile("):text.index("run_tile(")]
+        assert early.count("ark::gemv_mma_tile<") == 1 and "4096, 4096, 4096, r0 % 8" in early
+        waits = rt._arrays["ins"].get()[:, 0] == 2
+        assert waits.any(), "no tile waits: nothing is loaded ahead"
+        for seed in (0, 1, 2):
+            inputs = _inputs(m, seed)
+            want = evaluate(m, _rounded(m, inputs))
+            for k, v in inputs.items():
+                rt.set(k, v)
+            rt.run(2)
+            rt.wait()
+            for tid in m.outputs:
+                t = m.tensors[tid]
+                got, ref = rt.get(t.name).astype(np.float64), want[tid]
+                err = float(np.abs(got - ref).max()) / max(1.0, float(np.abs(ref).max()))
+                assert err <= TOL[t.dtype], f"run {seed}: {t.name} off by {err:.3g}"
+
+
+def test_a_fault_while_preloaded_tiles_wait_stops_them_and_the_gpu_stays_usable(gpu):
+    """The matmul's tiles wait on a gather that faults: they have issued their weight copies and leave without a
+    tile to take them; the fault names the gather, and the next runtime on the GPU runs."""
+    from ark_runtime.runtime import LoopFault, Runtime
+
+    m = Model("preload-fault")
+    h = m.embedding(m.input("table", (64, 4096), "bf16"), m.input("ids", (8,), "int32"))
+    m.output(m.matmul(h, m.input("w", (4096, 4096), "bf16")))
+    rt = Runtime(m)
+    text = rt.source.text
+    assert text[text.index("preload_tile("):text.index("run_tile(")].count("ark::gemv_mma_tile<") == 1
+    ids = np.arange(8, dtype=np.int32)
+    ids[5] = 64
+    rt.set("ids", ids)
+    rt.run()
+    with pytest.raises(LoopFault, match=r"BAD_INDEX .*op 0 embedding.*row 5"):
+        rt.wait()
+    rt.stop()
+    _check(_preload_model(), iterations=2)
 
 
 def test_bad_index_is_a_fault_naming_the_op_and_the_gpu_stays_usable(gpu):

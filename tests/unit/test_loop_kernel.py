@@ -92,7 +92,8 @@ def test_matmuls_of_few_rows_stream_their_weights(rows, tile, wgmma):
 def test_named_models_stream_the_weights_of_their_skinny_matmuls(name, fma, mma, wgmma):
     m = fuse(models.named(name))
     text = generate(m, build_plan(m, DeviceSpec(num_sms=132, wgmma=wgmma))).text
-    assert (text.count("ark::gemv_tile<"), text.count("ark::gemv_mma_tile<")) == (fma, mma)
+    run = text[text.index("run_tile("):]  # the tiles' bodies (preload_tile repeats the weight-streaming ones)
+    assert (run.count("ark::gemv_tile<"), run.count("ark::gemv_mma_tile<")) == (fma, mma)
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
@@ -267,3 +268,22 @@ def test_runtime_refuses_bad_arguments_before_looking_for_a_gpu():
     for bad in ("yes", 1.5, []):
         with pytest.raises(LoopError, match="split_k"):
             Runtime(m, split_k=bad)
+
+
+def test_only_weights_no_op_writes_load_before_the_waits():
+    """preload_tile holds the weight-streaming bodies whose B is an input; a matmul whose B an op computes runs as
+    one piece (ark::TILE_RUN), as do the gemv.cuh tiles of a few rows; a model with neither has an empty one."""
+    m = Model("preload")
+    h = m.unary("gelu", m.input("x", (8, 4096), "bf16"))
+    y = m.matmul(h, m.input("w", (4096, 4096), "bf16"))
+    z = m.matmul(h, m.unary("neg", m.input("v", (4096, 1024), "bf16")))
+    one = m.matmul(m.input("x1", (1, 4096), "bf16"), m.input("w1", (4096, 4096), "bf16"))
+    m.output(y, z, one)
+    text = generate(m, build_plan(m, DeviceSpec(num_sms=132))).text
+    early, run = text[text.index("preload_tile("):text.index("run_tile(")], text[text.index("run_tile("):]
+    assert early.count("ark::gemv_mma_tile<") == 1 and "4096, 4096, 4096, r0 % 8, c0, c1, smem, mode)" in early
+    assert "1024, 4096, 4096, r0 % 8, c0, c1, smem, ark::TILE_RUN)" in run and "gemv_tile<" not in early
+    plain = Model("plain")
+    plain.output(plain.unary("gelu", plain.input("x", (8, 4096), "bf16")))
+    text = generate(plain, build_plan(plain, DeviceSpec(num_sms=132))).text
+    assert "switch" not in text[text.index("preload_tile("):text.index("run_tile(")]

@@ -126,11 +126,19 @@ struct GemvMmaCopy {
   }
 
   __device__ __forceinline__ void operator()(T* s, int k0) const {
+    weights(s, k0);
+    rows(s, k0);
+  }
+
+  __device__ __forceinline__ void weights(T* s, int k0) const {  // B's part of the slice
 #pragma unroll
     for (int j = 0; j < BN; ++j) {
       const bool in = bin && k0 + rb + j * BSTEP < k;
       cp_async16(s + sbo + j * BSTEP * W, in ? b + (long long)(k0 + j * BSTEP) * n : b0, in);
     }
+  }
+
+  __device__ __forceinline__ void rows(T* s, int k0) const {  // A's part
     const bool in = k0 + ka < k;
 #pragma unroll
     for (int j = 0; j < AN; ++j)
@@ -141,25 +149,39 @@ struct GemvMmaCopy {
 
 /* Every thread of the CTA: the tile's M x (c1 - c0) outputs (see the top of this file), over K = k with A's rows
  * lda apart (a split-K part: A and B from the part's first k, `out` the part's fp32 sums). K, N, lda, c0 and c1
- * are multiples of 8. */
+ * are multiples of 8. `mode` (gemv.cuh's TileMode): TILE_PRELOAD issues B's part of the first STAGES - 1 slices
+ * and returns, TILE_PRELOADED runs the tile after it. */
 template <typename T, int M, int W, int STAGES, typename TO, typename Epi = NoEpi>
 __device__ void gemv_mma_tile(const T* a, const T* b, TO* out, int n, int k, int lda, int r0, int c0, int c1,
-                              unsigned char* smem, const Epi& epi = Epi()) {
+                              unsigned char* smem, int mode = TILE_RUN, const Epi& epi = Epi()) {
   using S = GemvMmaShape<T, M, W>;
   static_assert(sizeof(T) == 2, "bf16 or fp16");
   static_assert(M > 0 && M <= 16, "at most 16 rows");
   static_assert(W % 16 == 0 && GEMV_WARPS % S::WB == 0 && (S::KS / 16) % S::KW == 0, "whole blocks and steps");
   static_assert(S::AU >= 8, "A's rows are 128 bytes or more a slice");
   T* base = (T*)smem;
+  const GemvMmaCopy<T, M, W> copy(a, b, n, k, lda, r0, c0, c1);
+  const int slices = (k + S::KS - 1) / S::KS;
+  if (mode == TILE_PRELOAD) {
+    for (int s = 0; s < STAGES - 1 && s < slices; ++s) copy.weights(base + s * S::both, s * S::KS);
+    return;
+  }
   if constexpr (S::MP > M) {  // A's padding rows: zero in every buffer, never copied
     for (int i = threadIdx.x; i < STAGES * (S::MP - M) * S::KS; i += GEMV_THREADS) {
       const int st = i / ((S::MP - M) * S::KS), j = i % ((S::MP - M) * S::KS);
       base[st * S::both + S::b + M * S::KS + j] = from_float<T>(0.0f);
     }
   }
-  const GemvMmaCopy<T, M, W> copy(a, b, n, k, lda, r0, c0, c1);
-  const SlicePipe<STAGES, S::both, S::KS, T, decltype(copy)> pipe{base, (k + S::KS - 1) / S::KS, copy};
-  pipe.start();
+  const SlicePipe<STAGES, S::both, S::KS, T, decltype(copy)> pipe{base, slices, copy};
+  if (mode == TILE_PRELOADED) {  // the same groups as pipe.start(): the first holds the weights issued before
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < slices) copy.rows(base + s * S::both, s * S::KS);
+      cp_async_commit();
+    }
+  } else {
+    pipe.start();
+  }
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int cb = warp % S::WB, kw = warp / S::WB;  // this warp's 16 columns and its share of each slice's steps
   float acc[S::NB][4];
