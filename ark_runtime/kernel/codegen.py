@@ -444,22 +444,23 @@ class _Gen:
                    b: Tensor, epi: str = "") -> str:
         """gemv.cuh's tile (gemv_mma.cuh's where tiling.skinny_mma) of `w` columns over K = k (A's rows lda apart),
         its shared memory asserted. Its rows are all of A's M: r0 % M is 0 (a split part's rows in the parts start at
-        s * M). gemv_mma.cuh's tile takes the loop's `mode` where B is an input no op writes (its first slices then
-        load before the tile's waits), else runs as one piece."""
+        s * M). The tile takes the loop's `mode` where B is an input no op writes (its first slices then load before
+        the tile's waits), else runs as one piece."""
         ct = CTYPE[dtype]
         e = 16 // DTYPE_BYTES[dtype]
         vec = k % e == 0 and n % e == 0 and lda % e == 0
+        mode = "ark::TILE_RUN"
+        if b.id not in self.written:
+            self.early.add(op.id)
+            mode = "mode"
         if vec and skinny_mma(m, n, k, dtype):
             gm = GemvMmaConfig.of(m, w)
             self.smem = max(self.smem, gm.smem())
             params = f"{ct}, {m}, {w}, {gm.stages}"
             self.asserts.append(f"static_assert(ark::gemv_mma_smem<{params}>() == {gm.smem()}, "
                                 f"\"op {op.id}: codegen.py's GemvMmaConfig.smem\");")
-            early = b.id not in self.written
-            if early:
-                self.early.add(op.id)
             return (f"ark::gemv_mma_tile<{params}>({pa}, {pb}, {po}, {n}, {k}, {lda}, r0 % {m}, c0, c1, "
-                    f"smem, {'mode' if early else 'ark::TILE_RUN'}{epi});")
+                    f"smem, {mode}{epi});")
         g = GemvConfig.of(dtype, m, w)
         smem = g.smem(dtype)
         self.smem = max(self.smem, smem)
@@ -467,7 +468,7 @@ class _Gen:
         self.asserts.append(f"static_assert(ark::gemv_smem<{params}, {g.stages}>() == {smem}, "
                             f"\"op {op.id}: codegen.py's GemvConfig.smem\");")
         return (f"ark::gemv_tile<{params}, {g.stages}, {'true' if vec else 'false'}>({pa}, {pb}, {po}, {n}, {k}, "
-                f"{lda}, r0 % {m}, c0, c1, smem{epi});")
+                f"{lda}, r0 % {m}, c0, c1, smem, {mode}{epi});")
 
     def _split_case(self, op: Op, a: Tensor, b: Tensor, out: Tensor, x: list[str], o: str) -> str:
         """One part of a split-K matmul (split_k.py): the tile's rows say which part (rows s * M .. of the fp32

@@ -433,13 +433,14 @@ def test_torch_tensors_bind_through_dlpack(gpu):
 
 
 def _preload_model() -> Model:
-    """Two weight-streaming matmuls of 8 rows behind an op on every SM: `y`'s B is an input (its tiles issue their
-    first slices before their waits), `z`'s is an op's output (they must not)."""
+    """Weight-streaming matmuls behind an op on every SM: of 8 rows (gemv_mma.cuh) and 1 (gemv.cuh) with B an input
+    (their tiles issue their first slices before their waits), and of 8 rows with B an op's output (they must not)."""
     m = Model("preload")
     h = m.unary("gelu", m.input("x", (8, 4096), "bf16"))
     y = m.matmul(h, m.input("w", (4096, 4096), "bf16"))
     z = m.matmul(h, m.unary("neg", m.input("v", (4096, 1024), "bf16")))
-    m.output(y, z)
+    one = m.matmul(m.unary("silu", m.input("x1", (1, 4096), "bf16")), m.input("w1", (4096, 2048), "bf16"))
+    m.output(y, z, one)
     return m
 
 
@@ -453,6 +454,7 @@ def test_weights_load_before_the_waits_and_the_results_follow_new_inputs(gpu):
         text = rt.source.text
         early = text[text.index("preload_tile("):text.index("run_tile(")]
         assert early.count("ark::gemv_mma_tile<") == 1 and "4096, 4096, 4096, r0 % 8" in early
+        assert early.count("ark::gemv_tile<") == 1 and "2048, 4096, 4096, r0 % 1" in early
         waits = rt._arrays["ins"].get()[:, 0] == 2
         assert waits.any(), "no tile waits: nothing is loaded ahead"
         for seed in (0, 1, 2):

@@ -271,8 +271,8 @@ def test_runtime_refuses_bad_arguments_before_looking_for_a_gpu():
 
 
 def test_only_weights_no_op_writes_load_before_the_waits():
-    """preload_tile holds the weight-streaming bodies whose B is an input; a matmul whose B an op computes runs as
-    one piece (ark::TILE_RUN), as do the gemv.cuh tiles of a few rows; a model with neither has an empty one."""
+    """preload_tile holds the weight-streaming bodies (gemv_mma.cuh's, gemv.cuh's of a few rows) whose B is an input;
+    a matmul whose B an op computes runs as one piece (ark::TILE_RUN); a model with neither has an empty one."""
     m = Model("preload")
     h = m.unary("gelu", m.input("x", (8, 4096), "bf16"))
     y = m.matmul(h, m.input("w", (4096, 4096), "bf16"))
@@ -282,7 +282,8 @@ def test_only_weights_no_op_writes_load_before_the_waits():
     text = generate(m, build_plan(m, DeviceSpec(num_sms=132))).text
     early, run = text[text.index("preload_tile("):text.index("run_tile(")], text[text.index("run_tile("):]
     assert early.count("ark::gemv_mma_tile<") == 1 and "4096, 4096, 4096, r0 % 8, c0, c1, smem, mode)" in early
-    assert "1024, 4096, 4096, r0 % 8, c0, c1, smem, ark::TILE_RUN)" in run and "gemv_tile<" not in early
+    assert "1024, 4096, 4096, r0 % 8, c0, c1, smem, ark::TILE_RUN)" in run
+    assert early.count("ark::gemv_tile<") == 1 and "4096, 4096, 4096, r0 % 1, c0, c1, smem, mode)" in early
     plain = Model("plain")
     plain.output(plain.unary("gelu", plain.input("x", (8, 4096), "bf16")))
     text = generate(plain, build_plan(plain, DeviceSpec(num_sms=132))).text

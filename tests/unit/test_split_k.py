@@ -150,9 +150,8 @@ def test_skinny_split_kernels_compile(arch, dtype, m, n):
     parts = next(o.attr("k_splits") for o in runs.ops if o.kind == "matmul")
     src = generate(runs, build_plan(runs, H100))
     assert f"ark::split_sum_tile<{parts}," in src.text and "float* po = " in src.text
-    # gemv_mma.cuh's parts take the loop's mode: their weights (an input) load before the tile's waits
-    tail = "smem, mode)" if m > 4 else "smem)"
-    assert f"(pa, pb, po, {n}, {16384 // parts}, 16384, r0 % {m}, c0, c1, {tail}" in src.text
+    # the parts take the loop's mode: their weights (an input) load before the tile's waits
+    assert f"(pa, pb, po, {n}, {16384 // parts}, 16384, r0 % {m}, c0, c1, smem, mode)" in src.text
     assert ("ark::gemv_mma_tile<" in src.text) == (m > 4)
     assert compile.cubin(src.text, arch, (f"-I{INCLUDE_DIR}",))[:4] == b"\x7fELF"
 

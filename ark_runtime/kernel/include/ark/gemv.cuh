@@ -27,7 +27,7 @@ namespace ark {
 
 constexpr int GEMV_THREADS = 256;  // the CTA's threads: the generated code asserts it is THREADS
 
-/* How the loop kernel calls a tile that streams weights (gemv_mma.cuh): TILE_PRELOAD, before the tile's waits, only
+/* How the loop kernel calls a tile that streams weights (gemv.cuh, gemv_mma.cuh): TILE_PRELOAD, before the tile's waits, only
  * issues the copies of its first weight slices (no commit: they join the tile's first group of copies);
  * TILE_PRELOADED then runs the tile without issuing them again. The weights are an input no op writes, so
  * nothing the waits are for can change them. */
@@ -67,8 +67,12 @@ struct GemvCopy {
   int n, k, lda, r0, c0, c1;
 
   __device__ __forceinline__ void operator()(T* s, int k0) const {
+    weights(s, k0);
+    rows(s, k0);
+  }
+
+  __device__ __forceinline__ void weights(T* s, int k0) const {  // B's part of the slice
     T* sb = s;
-    T* sa = s + S::b;
     if constexpr (VEC) {
       const int rb = threadIdx.x / BROW, cb = threadIdx.x % BROW * E;
       const T* gb = b + ((long long)(k0 + rb) * n + c0 + cb);
@@ -77,6 +81,17 @@ struct GemvCopy {
         const bool in = k0 + rb + j * BSTEP < k && c0 + cb < c1;
         cp_async16(sb + (rb + j * BSTEP) * W + cb, in ? gb + (long long)j * BSTEP * n : b, in);
       }
+    } else {
+      for (int i = threadIdx.x; i < S::b; i += GEMV_THREADS) {
+        const int r = i / W, c = i % W;
+        sb[i] = k0 + r < k && c0 + c < c1 ? b[(long long)(k0 + r) * n + c0 + c] : from_float<T>(0.0f);
+      }
+    }
+  }
+
+  __device__ __forceinline__ void rows(T* s, int k0) const {  // A's part
+    T* sa = s + S::b;
+    if constexpr (VEC) {
       const int ma = threadIdx.x / AROW, ka = threadIdx.x % AROW * E;
       const T* ga = a + ((long long)(r0 + ma) * lda + k0 + ka);
       const bool in = k0 + ka < k;
@@ -85,10 +100,6 @@ struct GemvCopy {
         if (ma + j * ASTEP < M)
           cp_async16(sa + (ma + j * ASTEP) * S::KS + ka, in ? ga + (long long)j * ASTEP * lda : a, in);
     } else {
-      for (int i = threadIdx.x; i < S::b; i += GEMV_THREADS) {
-        const int r = i / W, c = i % W;
-        sb[i] = k0 + r < k && c0 + c < c1 ? b[(long long)(k0 + r) * n + c0 + c] : from_float<T>(0.0f);
-      }
       for (int i = threadIdx.x; i < S::a; i += GEMV_THREADS) {
         const int m = i / S::KS, kk = i % S::KS;
         sa[i] = k0 + kk < k ? a[(long long)(r0 + m) * lda + k0 + kk] : from_float<T>(0.0f);
@@ -99,9 +110,12 @@ struct GemvCopy {
 
 /* A weight-streaming tile's slices through shared memory (gemv.cuh, gemv_mma.cuh): `slices` slices of KS rows
  * of K, each BOTH elements at `base + buffer * BOTH`, STAGES of them in flight as cp.async groups. copy(buffer, k0)
- * is the calling thread's share of copying the slice that starts at k0. start() issues the first STAGES - 1;
- * step(s) waits until slice s is in, starts slice s + STAGES - 1 into the buffer every thread is done with (an
- * empty group past the last, so the waits keep their count) and returns slice s's buffer. */
+ * is the calling thread's share of copying the slice that starts at k0 (copy.weights and copy.rows its B and A
+ * parts). start() issues the first STAGES - 1; step(s) waits until slice s is in, starts slice s + STAGES - 1
+ * into the buffer every thread is done with (an empty group past the last, so the waits keep their count) and
+ * returns slice s's buffer. With TILE_PRELOAD, start issues only B's part of the first STAGES - 1 slices, with no
+ * commit; with TILE_PRELOADED, their A parts, in the same groups as start() makes, the first taking the B parts
+ * issued before. */
 template <int STAGES, int BOTH, int KS, typename T, typename Copy>
 struct SlicePipe {
   static_assert(STAGES >= 2, "two slices at least");
@@ -109,10 +123,19 @@ struct SlicePipe {
   int slices;
   const Copy& copy;
 
-  __device__ __forceinline__ void start() const {
+  __device__ __forceinline__ void start(int mode = TILE_RUN) const {
+    if (mode == TILE_PRELOAD) {
+      for (int s = 0; s < STAGES - 1 && s < slices; ++s) copy.weights(base + s * BOTH, s * KS);
+      return;
+    }
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-      if (s < slices) copy(base + s * BOTH, s * KS);
+      if (s < slices) {
+        if (mode == TILE_PRELOADED)
+          copy.rows(base + s * BOTH, s * KS);
+        else
+          copy(base + s * BOTH, s * KS);
+      }
       cp_async_commit();
     }
   }
@@ -160,10 +183,11 @@ __device__ __forceinline__ void ld_floats(const __nv_bfloat16* p, float (&v)[C])
 }
 
 /* Every thread of the CTA: the tile's M x (c1 - c0) outputs (see the top of this file), over K = k with A's rows
- * lda apart (a split-K part: A and B from the part's first k, `out` the part's fp32 sums). */
+ * lda apart (a split-K part: A and B from the part's first k, `out` the part's fp32 sums). `mode` as in SlicePipe:
+ * TILE_PRELOAD issues B's part of the first slices and returns. */
 template <typename T, int M, int W, int CPT, int RPT, int STAGES, bool VEC, typename TO, typename Epi = NoEpi>
 __device__ void gemv_tile(const T* a, const T* b, TO* out, int n, int k, int lda, int r0, int c0, int c1,
-                          unsigned char* smem, const Epi& epi = Epi()) {
+                          unsigned char* smem, int mode = TILE_RUN, const Epi& epi = Epi()) {
   using S = GemvShape<M, W, CPT, RPT>;
   static_assert(CPT * sizeof(T) == 8 || CPT * sizeof(T) == 16, "a thread's columns are one 8- or 16-byte load");
   static_assert(W % CPT == 0 && 32 % S::G == 0, "a warp spans whole rows of the tile");
@@ -172,7 +196,8 @@ __device__ void gemv_tile(const T* a, const T* b, TO* out, int n, int k, int lda
   static_assert(RPT % JG == 0, "whole groups of rows");
   const GemvCopy<T, M, W, CPT, RPT, VEC> copy{a, b, n, k, lda, r0, c0, c1};
   const SlicePipe<STAGES, S::both, S::KS, T, decltype(copy)> pipe{(T*)smem, (k + S::KS - 1) / S::KS, copy};
-  pipe.start();
+  pipe.start(mode);  // `mode`: TileMode (gemv.cuh's top)
+  if (mode == TILE_PRELOAD) return;
   const int g = threadIdx.x % S::G, kl = threadIdx.x / S::G;
   float acc[M][CPT];
 #pragma unroll

@@ -161,9 +161,9 @@ __device__ void gemv_mma_tile(const T* a, const T* b, TO* out, int n, int k, int
   static_assert(S::AU >= 8, "A's rows are 128 bytes or more a slice");
   T* base = (T*)smem;
   const GemvMmaCopy<T, M, W> copy(a, b, n, k, lda, r0, c0, c1);
-  const int slices = (k + S::KS - 1) / S::KS;
+  const SlicePipe<STAGES, S::both, S::KS, T, decltype(copy)> pipe{base, (k + S::KS - 1) / S::KS, copy};
   if (mode == TILE_PRELOAD) {
-    for (int s = 0; s < STAGES - 1 && s < slices; ++s) copy.weights(base + s * S::both, s * S::KS);
+    pipe.start(mode);
     return;
   }
   if constexpr (S::MP > M) {  // A's padding rows: zero in every buffer, never copied
@@ -172,16 +172,7 @@ __device__ void gemv_mma_tile(const T* a, const T* b, TO* out, int n, int k, int
       base[st * S::both + S::b + M * S::KS + j] = from_float<T>(0.0f);
     }
   }
-  const SlicePipe<STAGES, S::both, S::KS, T, decltype(copy)> pipe{base, slices, copy};
-  if (mode == TILE_PRELOADED) {  // the same groups as pipe.start(): the first holds the weights issued before
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-      if (s < slices) copy.rows(base + s * S::both, s * S::KS);
-      cp_async_commit();
-    }
-  } else {
-    pipe.start();
-  }
+  pipe.start(mode);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int cb = warp % S::WB, kw = warp / S::WB;  // this warp's 16 columns and its share of each slice's steps
   float acc[S::NB][4];
