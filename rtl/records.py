@@ -133,7 +133,9 @@ def stops_signature(num_queues: int) -> wiring.Signature:
 def dropped(stops, queue, index, started: bool) -> Value:
     """True for a descriptor that must not run: its queue stopped at an earlier index, or all are
     flushed, or (for one whose reads have not `started`) its queue is being disabled."""
-    after_stop = stops.halting.bit_select(queue, 1) & ((index - stops.stop_at[queue])[:INDEX_BITS].as_signed() > 0)
+    # index - stop_at > 0 as the sign of stop_at - index: no zero test after the carry chain (they differ only where
+    # the two are 2^31 apart, and a queue's indices in flight are within SLOTS of its stop)
+    after_stop = stops.halting.bit_select(queue, 1) & (stops.stop_at[queue] - index)[INDEX_BITS - 1]
     drop = stops.flush | after_stop
     return drop if started else drop | stops.draining.bit_select(queue, 1)
 

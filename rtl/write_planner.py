@@ -30,7 +30,7 @@ class WritePlanner(wiring.Component):
     """
 
     def __init__(self, *, num_queues: int, data_width: int, row_ptr_width: int, max_burst_beats: int,
-                 write_burst_bytes: int = 0, rows_in_cycle: bool = False):
+                 write_burst_bytes: int = 0, rows_in_cycle: bool = False, skid: bool = False):
         if write_burst_bytes and (write_burst_bytes & (write_burst_bytes - 1) or write_burst_bytes < data_width // 8
                                   or write_burst_bytes > min(PAGE_BYTES, max_burst_beats * data_width // 8)):
             raise ValueError(f"write_burst_bytes must be 0 or a power of two from a beat to max_burst_beats beats and "
@@ -40,6 +40,10 @@ class WritePlanner(wiring.Component):
         # a burst may issue in the cycle `filled` first reaches its rows (the compare leads the decision: a cycle off
         # each copy's latency); without, from a registered compare, a cycle later (see `ready_rows`)
         self.rows_in_cycle = rows_in_cycle
+        # a spare register before stage A, so that `wjob.ready` is a register (no spare full) rather than the end of
+        # the burst decision (finish -> load -> B's and A's takes), which otherwise runs on into the job FIFO's read
+        # side; no cycle is added: a job goes straight to A whenever A has room
+        self.skid = skid
         self.queue_bits = qb = index_bits(num_queues)
         rp = row_ptr_width
         super().__init__({
@@ -120,11 +124,22 @@ class WritePlanner(wiring.Component):
 
         load = Signal()  # B becomes the current job
         b_take = Signal()  # A moves to B
-        m.d.comb += [
-            b_take.eq(~b_valid | load),
-            self.wjob.ready.eq(~a_valid | b_take),
-        ]
-        with m.If(self.wjob.valid & self.wjob.ready):
+        a_room = Signal()  # A may take a job this cycle
+        a_in = Signal()  # it takes one: `nj`
+        m.d.comb += [b_take.eq(~b_valid | load), a_room.eq(~a_valid | b_take)]
+        s_valid = Signal()
+        if self.skid:
+            s = Signal(job)
+            nj = Signal(job)
+            m.d.comb += [self.wjob.ready.eq(~s_valid), nj.eq(Mux(s_valid, s, self.wjob.payload)),
+                         a_in.eq(a_room & (s_valid | self.wjob.valid))]
+            with m.If(a_room):
+                m.d.sync += s_valid.eq(0)
+            with m.Elif(self.wjob.valid & ~s_valid):  # A holds its job: the new one waits beside it
+                m.d.sync += [s_valid.eq(1), s.eq(self.wjob.payload)]
+        else:
+            m.d.comb += [self.wjob.ready.eq(a_room), a_in.eq(self.wjob.valid & a_room)]
+        with m.If(a_in):
             do_lane, so_lane = nj.dst_addr[:lg], nj.src_addr[:lg]
             b_neg, same = Signal(), Signal()
             m.d.comb += [b_neg.eq(so_lane < do_lane), same.eq(so_lane == do_lane)]
@@ -143,7 +158,7 @@ class WritePlanner(wiring.Component):
             ]
         with m.If(b_take):
             m.d.sync += a_valid.eq(0)
-        with m.If(self.wjob.valid & self.wjob.ready):
+        with m.If(a_in):
             m.d.sync += a_valid.eq(1)
 
         first_plan = plan(a_pg, a_left, a_reach, a_dst)
@@ -291,5 +306,5 @@ class WritePlanner(wiring.Component):
             m.d.sync += [cur_valid.eq(1), cur.eq(b), first.eq(1)]
             m.d.sync += [cj[k].eq(bj[k]) for k in job_fields]
             m.d.sync += [cp[k].eq(bp[k]) for k in plan_fields]
-        m.d.comb += self.idle.eq(~cur_valid & ~a_valid & ~b_valid & ~self.aw.valid & ~sp_valid)
+        m.d.comb += self.idle.eq(~cur_valid & ~a_valid & ~s_valid & ~b_valid & ~self.aw.valid & ~sp_valid)
         return m
