@@ -106,5 +106,8 @@ class ReadTracker(wiring.Component):
         m.d.comb += [b_here.eq(b_valid & (b_id == cur) & (b_resp == Resp.OKAY)),
                      a_here.eq(a_valid & (a_id == cur) & (a_resp == Resp.OKAY)
                                & ~(b_valid & (b_id == cur) & (b_resp != Resp.OKAY)))]
-        m.d.sync += self.filled.eq(filled + Mux(outstanding & ~err[cur], recv[cur] + b_here + a_here, 0))
+        # the two beats added to `filled` beside the pick of recv[cur], so one carry chain follows that pick
+        base_here = Signal(rp)
+        m.d.comb += base_here.eq(filled + b_here + a_here)
+        m.d.sync += self.filled.eq(Mux(outstanding & ~err[cur], base_here + recv[cur], filled))
         return m
