@@ -152,7 +152,7 @@ class Queues(wiring.Component):
                 m.d.sync += [
                     q.en_pending.eq(0), q.enabled.eq(1), q.checking.eq(1), q.dirty.eq(0),
                     q.posted.eq(q.start[:32]), q.dispatched.eq(q.start[:32]), q.completed.eq(q.start[:63]),
-                    q.limit.eq(q.start[:32] + self.slots + 1),
+                    q.limit.eq(q.start[:32] + self.slots + 1), q.next_done.eq(q.start[:32] + 1),
                     q.halting.eq(0), q.hard.eq(0), q.halted.eq(0), q.code.eq(0), q.cookie.eq(0), q.err_index.eq(0),
                     q.db_pend.eq(0), q.db_sent.eq(0), q.fence.eq(0), q.draining.eq(0),
                 ]
@@ -208,8 +208,8 @@ class Queues(wiring.Component):
             with m.If(done_i):
                 m.d.sync += q.retired.eq(q.retired + 1)
                 with m.If((dk == DoneKind.SUCCESS) & ~q.halted):
-                    m.d.sync += [q.completed.eq(q.completed + 1), q.limit.eq(q.limit + 1)]
-                    with m.If(done.notify | (((q.completed + 1)[:32] == q.posted) & ~q.db_pend)):
+                    m.d.sync += [q.completed.eq(q.completed + 1), q.limit.eq(q.limit + 1), q.next_done.eq(q.next_done + 1)]
+                    with m.If(done.notify | ((q.next_done == q.posted) & ~q.db_pend)):  # the last posted one
                         m.d.sync += q.dirty.eq(1)
                 with m.If((dk == DoneKind.HALT) & ~q.halted):
                     m.d.sync += [q.halted.eq(1), q.code.eq(done.code), q.cookie.eq(done.cookie),
@@ -320,6 +320,7 @@ class _QueueRegs:
         self.drained = reg(1, "drained")  # nothing in flight, a cycle ago
         self.completed = reg(63, "completed")
         self.limit = reg(32, "limit")  # completed[:32] + SLOTS + 1: the first doorbell value that overflows the ring
+        self.next_done = reg(32, "next_done")  # completed[:32] + 1, so the last slot's completion is found by a compare
         self.db_pend = reg(1, "db_pend")
         self.db_code = reg(CODE_BITS, "db_code")
         self.db_value = reg(32, "db_value")
