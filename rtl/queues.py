@@ -208,7 +208,8 @@ class Queues(wiring.Component):
             with m.If(done_i):
                 m.d.sync += q.retired.eq(q.retired + 1)
                 with m.If((dk == DoneKind.SUCCESS) & ~q.halted):
-                    m.d.sync += [q.completed.eq(q.completed + 1), q.limit.eq(q.limit + 1), q.next_done.eq(q.next_done + 1)]
+                    m.d.sync += [q.completed.eq(q.completed + 1), q.limit.eq(q.limit + 1),
+                                 q.next_done.eq(q.next_done + 1)]
                     with m.If(done.notify | ((q.next_done == q.posted) & ~q.db_pend)):  # the last posted one
                         m.d.sync += q.dirty.eq(1)
                 with m.If((dk == DoneKind.HALT) & ~q.halted):

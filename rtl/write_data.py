@@ -76,8 +76,8 @@ class WriteData(wiring.Component):
                     with m.If(e.first & ~started & e.preload):
                         m.d.comb += [t_valid.eq(1), t_consume.eq(1)]
                         with m.If(adv):
-                            m.d.sync += [started.eq(1), consumed.eq(1), row_free.eq(row_free1), row_free1.eq(row_free1 + 1),
-                                         left.eq(e.nrows - 1), left_nz.eq(e.nrows != 1)]
+                            m.d.sync += [started.eq(1), consumed.eq(1), row_free.eq(row_free1),
+                                         row_free1.eq(row_free1 + 1), left.eq(e.nrows - 1), left_nz.eq(e.nrows != 1)]
                     with m.Else():
                         left_now = Signal(rp)  # nrows - done_rows
                         m.d.comb += [

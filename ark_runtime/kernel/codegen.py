@@ -761,7 +761,7 @@ def generate(model: Model, plan: Plan, graph_copies: bool = False) -> KernelSour
     structs, renamed = _named_by_content(g.structs)
     cases, io_table, op_case = _cases(model, bodies, renamed)
     early = {op_case[i] for i in g.early}
-    # the same bodies with `mode` TILE_PRELOAD: each gemv_mma tile issues its first weight copies and returns
+    # the same bodies with `mode` TILE_PRELOAD: each weight-streaming tile issues its first weight copies, returns
     preload_cases = [re.sub(r"return 0ull;\n    \}$", "return true;\n    }", c) for c in cases
                      if int(re.search(r"case (\d+):", c).group(1)) in early]
     smem = max(g.smem, 16)

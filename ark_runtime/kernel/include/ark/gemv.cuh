@@ -26,13 +26,13 @@
 namespace ark {
 
 constexpr int GEMV_THREADS = 256;  // the CTA's threads: the generated code asserts it is THREADS
-
-/* How the loop kernel calls a tile that streams weights (gemv.cuh, gemv_mma.cuh): TILE_PRELOAD, before the tile's waits, only
- * issues the copies of its first weight slices (no commit: they join the tile's first group of copies);
- * TILE_PRELOADED then runs the tile without issuing them again. The weights are an input no op writes, so
- * nothing the waits are for can change them. */
-enum TileMode : int { TILE_RUN = 0, TILE_PRELOAD = 1, TILE_PRELOADED = 2 };
 constexpr int GEMV_WARPS = GEMV_THREADS / 32;
+
+/* How the loop kernel calls a tile that streams weights (gemv.cuh, gemv_mma.cuh): TILE_PRELOAD, before the
+ * tile's waits, only issues the copies of its first weight slices (no commit: they join the tile's first group
+ * of copies); TILE_PRELOADED then runs the tile without issuing them again. The weights are an input no op
+ * writes, so nothing the waits are for can change them. */
+enum TileMode : int { TILE_RUN = 0, TILE_PRELOAD = 1, TILE_PRELOADED = 2 };
 
 /* M rows, W columns, CPT columns and RPT rows (per slice) per thread: G threads across the columns, KL down the
  * rows, KS rows of B per slice; a slice holds `b` elements of B ([KS][W]) and then `a` of A ([M][KS]). */
