@@ -45,29 +45,34 @@ def _rounded(model: Model, values: dict[str, np.ndarray]) -> dict[str, np.ndarra
     return {k: from_bits(by_name[k], to_bits(by_name[k], v)).astype(np.float64) for k, v in values.items()}
 
 
+def _run_and_compare(model: Model, rt, inputs: dict[str, np.ndarray], iterations: int = 1) -> None:
+    """Binds `inputs` on the running `rt`, runs `iterations` and checks every output against float64."""
+    want = evaluate(model, _rounded(model, inputs))
+    for k, v in inputs.items():
+        rt.set(k, v)
+    rt.run(iterations)
+    rt.wait()
+    for tid in model.outputs:
+        t = model.tensors[tid]
+        got = rt.get(t.name).astype(np.float64)
+        ref = want[tid]
+        scale = max(1.0, float(np.abs(ref).max()))
+        diff = np.abs(got - ref) / scale
+        err = float(diff.max())
+        if err > TOL[t.dtype]:
+            bad = np.argwhere(diff > TOL[t.dtype])
+            worst = tuple(int(i) for i in np.unravel_index(int(diff.argmax()), diff.shape))
+            pytest.fail(f"{model.name}: {t.name}{list(t.shape)} ({t.dtype}) off by {err:.3g} of its scale "
+                        f"{scale:.3g} at {worst} (got {got[worst]:.5g}, want {ref[worst]:.5g}); {len(bad)} of "
+                        f"{diff.size} elements off, first {bad[:4].tolist()}, last {bad[-2:].tolist()}")
+
+
 def _check(model: Model, iterations: int = 1, seed: int = 0, inputs: dict[str, np.ndarray] | None = None, **kw):
     from ark_runtime.runtime import Runtime
 
     inputs = _inputs(model, seed) if inputs is None else inputs
-    want = evaluate(model, _rounded(model, inputs))
     with Runtime(model, **kw) as rt:
-        for k, v in inputs.items():
-            rt.set(k, v)
-        rt.run(iterations)
-        rt.wait()
-        for tid in model.outputs:
-            t = model.tensors[tid]
-            got = rt.get(t.name).astype(np.float64)
-            ref = want[tid]
-            scale = max(1.0, float(np.abs(ref).max()))
-            diff = np.abs(got - ref) / scale
-            err = float(diff.max())
-            if err > TOL[t.dtype]:
-                bad = np.argwhere(diff > TOL[t.dtype])
-                worst = tuple(int(i) for i in np.unravel_index(int(diff.argmax()), diff.shape))
-                pytest.fail(f"{model.name}: {t.name}{list(t.shape)} ({t.dtype}) off by {err:.3g} of its scale "
-                            f"{scale:.3g} at {worst} (got {got[worst]:.5g}, want {ref[worst]:.5g}); {len(bad)} of "
-                            f"{diff.size} elements off, first {bad[:4].tolist()}, last {bad[-2:].tolist()}")
+        _run_and_compare(model, rt, inputs, iterations)
         return rt
 
 
@@ -459,17 +464,7 @@ def test_weights_load_before_the_waits_and_the_results_follow_new_inputs(gpu):
         waits = rt._arrays["ins"].get()[:, 0] == 2
         assert waits.any(), "no tile waits: nothing is loaded ahead"
         for seed in (0, 1, 2):
-            inputs = _inputs(m, seed)
-            want = evaluate(m, _rounded(m, inputs))
-            for k, v in inputs.items():
-                rt.set(k, v)
-            rt.run(2)
-            rt.wait()
-            for tid in m.outputs:
-                t = m.tensors[tid]
-                got, ref = rt.get(t.name).astype(np.float64), want[tid]
-                err = float(np.abs(got - ref).max()) / max(1.0, float(np.abs(ref).max()))
-                assert err <= TOL[t.dtype], f"run {seed}: {t.name} off by {err:.3g}"
+            _run_and_compare(m, rt, _inputs(m, seed), iterations=2)
 
 
 def test_a_fault_while_preloaded_tiles_wait_stops_them_and_the_gpu_stays_usable(gpu):
