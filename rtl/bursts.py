@@ -3,7 +3,7 @@ span) and at max_burst_beats."""
 
 from __future__ import annotations
 
-from amaranth import Const, Module, Mux, Signal, Value
+from amaranth import Cat, Const, Module, Mux, Signal, Value
 
 from rtl.params import PAGE_BYTES
 
@@ -35,3 +35,15 @@ def cut(m: Module, max_burst_beats: int | Value, pg: Value, left: Value) -> tupl
         beats.eq(Mux(last, left[:BEATS_BITS], capped)),
     ]
     return beats, last
+
+
+def advance(addr: Value, beats: Value, data_bytes: int) -> Value:
+    """The address after a burst of `beats` from `addr` that ends at or before the next 4 KiB boundary (every burst
+    `cut` makes): the beats are added to the page offset alone, and the page number gains 1 only where the burst
+    ends on the boundary. So no carry runs from the cut through the upper bits: their increment comes from the
+    register alone, beside the cut, and the cut only picks it."""
+    pb = PAGE_BYTES.bit_length() - 1
+    lg = (data_bytes - 1).bit_length()
+    low = addr[:pb] + (beats << lg)  # at most 4096: bit pb is set only where the burst ends on the boundary
+    high = addr[pb:]
+    return Cat(low[:pb], Mux(low[pb], (high + 1)[:len(high)], high))

@@ -84,7 +84,7 @@ class ReadEngine(wiring.Component):
                          c_beats.eq(next_beats), c_last.eq(next_last), c_addr.eq(g_addr),
                          c_after.eq(c_after + next_beats), c_low.eq(c_low + next_beats),
                          g_pg.eq(g_pg - next_beats), g_left.eq(g_left - next_beats),
-                         g_addr.eq(g_addr + (next_beats << lg))]
+                         g_addr.eq(bursts.advance(g_addr, next_beats, db))]
             with m.If(c_last):
                 m.d.sync += cur_valid.eq(0)
 

@@ -90,7 +90,7 @@ class WritePlanner(wiring.Component):
             copy to go and the rows before `reach` needed so far; and the state after it."""
             beats, last = bursts.cut(m, longest, pg, left)
             return {"beats": beats, "last": last, "reach": (reach + beats)[:rp], "addr": addr,
-                    "pg": wrap(pg - beats), "left": (left - beats)[:rp], "dst": (addr + (beats << lg))[:64]}
+                    "pg": wrap(pg - beats), "left": (left - beats)[:rp], "dst": bursts.advance(addr, beats, dwb)}
 
         # Jobs pass two preparation stages, so that a burst is decided from registers only: A derives
         # the job's beats, page distance and row bounds; B plans its first burst. The current job keeps
@@ -200,9 +200,12 @@ class WritePlanner(wiring.Component):
         # A queue stop is seen a cycle late, except the planner's own (the next job may be of that queue). Both
         # candidates are registered, the current job's and B's, and `loaded` picks the one that is current now,
         # so `load` (which ends the burst decision) reaches a register of its own, not a mux in front of one.
+        # A flush is seen a cycle late too, through the same registers (`dropped` counts it): a burst may then issue
+        # in the flush's first cycle, as it could have in the cycle before. Nothing counts the drain as done while
+        # the planner holds a job, and the completion unit meets that burst's response as any other in flight.
         stop_cq, stop_bq, loaded = Signal(), Signal(), Signal()
         stopped = Signal()
-        m.d.comb += stopped.eq(Mux(loaded, stop_bq, stop_cq) | self.stops.flush)
+        m.d.comb += stopped.eq(Mux(loaded, stop_bq, stop_cq))
         we, ce = self.went.payload, self.cent.payload
         m.d.comb += [
             ce.queue.eq(cur.queue), ce.index.eq(cur.index), ce.cookie.eq(cur.cookie), ce.code.eq(cur.code),
