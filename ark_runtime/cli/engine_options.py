@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Callable
 
 from driver.errors import ArkdmaError
 
@@ -20,11 +21,14 @@ def _is_flag(f: dataclasses.Field) -> bool:
     return f.type in (bool, "bool")
 
 
-def add_param_options(parser: argparse.ArgumentParser, data_width: int | None = None) -> None:
-    """--data-width, --slots, ...; `data_width` overrides EngineParams' own default (board builds use 64)."""
+def add_param_options(parser: argparse.ArgumentParser, data_width: int | None = None,
+                      description: str | None = None) -> None:
+    """--data-width, --slots, ...; `data_width` overrides EngineParams' own default (`rtl estimate` uses 64).
+    `description`: the group's, where the defaults are another set's (`fpga build`: the board's or the card's; its
+    help then shows them through `DefaultsFormatter`)."""
     group = parser.add_argument_group(
-        "engine parameters", "rtl.params.EngineParams; unset ones keep its defaults"
-        + (f", except --data-width {data_width}" if data_width else ""))
+        "engine parameters", description or ("rtl.params.EngineParams; unset ones keep its defaults"
+                                             + (f", except --data-width {data_width}" if data_width else "")))
     for f in _fields():
         default = data_width if f.name == "data_width" and data_width else f.default
         if _is_flag(f):
@@ -53,3 +57,24 @@ def params_from(args: argparse.Namespace, make=None):
         return (make or EngineParams)(**given)
     except (TypeError, ValueError) as exc:
         raise ArkdmaError(f"engine parameters rejected: {exc}") from exc
+
+
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Help whose engine parameters show the defaults of named sets of EngineParams, computed only when the help is
+    shown (they come from modules the CLI imports lazily): `sets()` gives {name: EngineParams}."""
+
+    sets: Callable[[], dict[str, object]] = staticmethod(dict)
+
+    @classmethod
+    def of(cls, sets: Callable[[], dict[str, object]]) -> type[DefaultsFormatter]:
+        return type("DefaultsOf", (cls,), {"sets": staticmethod(sets)})
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        names = {f.name: f for f in _fields()}
+        if action.dest not in names or not (action.help or "").startswith("(default "):
+            return super()._get_help_string(action)
+        shown = []
+        for label, params in self.sets().items():
+            value = getattr(params, action.dest)
+            shown.append(f"{label} {('on' if value else 'off') if _is_flag(names[action.dest]) else value}")
+        return f"(default {'; '.join(shown)})".replace("%", "%%")

@@ -10,10 +10,8 @@ from pathlib import Path
 from rich.console import Console
 
 from ark_runtime.cli.arguments import bounded_float, bounded_int, clock_mhz, output_file, seconds
-from ark_runtime.cli.engine_options import add_param_options, params_from
+from ark_runtime.cli.engine_options import DefaultsFormatter, add_param_options, params_from
 from driver.errors import ArkdmaError
-
-BOARD_DATA_WIDTH = 64  # board builds default to the 64-bit engine (the ECP5 target)
 
 bus_address = bounded_int(0, 0xFFFF_FFFF, "a 32-bit bus address")
 word32 = bounded_int(0, 0xFFFF_FFFF, "a 32-bit value")
@@ -25,11 +23,20 @@ CORES = {
 }
 
 
+def _build_defaults() -> dict[str, object]:
+    """The engines `fpga build` makes unless told otherwise, for its help."""
+    from fpga.cores.pcie_card_top import card_params
+    from sim.board import board_params
+
+    return {"ecp5-evn": board_params(), "alveo-u250": card_params()}
+
+
 def register(sub) -> None:
     p = sub.add_parser("fpga", help="build a bitstream for a board (open flow) or load one into it")
     fsub = p.add_subparsers(dest="fpga_command", required=True, metavar="ACTION")
 
     b = fsub.add_parser("build", help="synthesize, place, route and pack a bitstream for a board",
+                        formatter_class=DefaultsFormatter.of(_build_defaults),
                         description="ecp5-evn: builds a bitstream with yosys, nextpnr-ecp5 and ecppack (YoWASP); the "
                                     "board has no open PCIe core, so the engine's BAR is reached over the board's "
                                     "UART and its host memory is on-chip RAM (see fpga/README.md). alveo-u250: writes "
@@ -55,7 +62,9 @@ def register(sub) -> None:
     b.add_argument("--json", type=output_file, metavar="FILE", help="write the build's figures as JSON to FILE")
     b.add_argument("--ram-kib", type=int, default=64, metavar="KIB",
                    help="on-chip RAM the engine core uses as host memory (default 64)")
-    add_param_options(b, data_width=BOARD_DATA_WIDTH)
+    add_param_options(b, description="the board's engine on ecp5-evn (the one `sim board` runs), the card's on "
+                                     "alveo-u250 (its width's, with --data-width); a value given replaces the default "
+                                     "for either")
     b.set_defaults(func=run_build)
 
     f = fsub.add_parser("flash", help="load a bitstream into the board (openFPGALoader, or Vivado's hardware manager)")

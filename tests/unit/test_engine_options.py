@@ -39,3 +39,20 @@ def test_a_flag_takes_no_value():
 def test_a_rejected_set_is_a_clear_error():
     with pytest.raises(ArkdmaError, match="engine parameters rejected"):
         params_from(_parse(["--slots", "3"]))
+
+
+def test_fpga_build_help_shows_the_board_and_the_card_defaults(capsys):
+    """`fpga build --help` names what each board builds unless told otherwise, not EngineParams' own defaults."""
+    from ark_runtime.cli.main import build_parser
+    from fpga.cores.pcie_card_top import card_params
+    from sim.board import board_params
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["fpga", "build", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    board, card = board_params(), card_params()
+    for name in ("reads_outstanding", "buffer_bytes", "data_width", "max_burst_beats"):
+        assert (f"--{name.replace('_', '-')} N (default ecp5-evn {getattr(board, name)}; "
+                f"alveo-u250 {getattr(card, name)})") in text
+    assert "--extra-stages, --no-extra-stages (default ecp5-evn on; alveo-u250 off)" in text
+    assert board.reads_outstanding != card.reads_outstanding  # the two sets differ where the help must tell them apart
