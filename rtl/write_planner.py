@@ -136,7 +136,11 @@ class WritePlanner(wiring.Component):
             with m.If(a_room):
                 m.d.sync += s_valid.eq(0)
             with m.Elif(self.wjob.valid & ~s_valid):  # A holds its job: the new one waits beside it
-                m.d.sync += [s_valid.eq(1), s.eq(self.wjob.payload)]
+                m.d.sync += s_valid.eq(1)
+            # the spare takes whatever is offered while it is empty (used only once s_valid says so): its many bits'
+            # enable is then the one register, not the end of the burst decision that `a_room` is
+            with m.If(~s_valid):
+                m.d.sync += s.eq(self.wjob.payload)
         else:
             m.d.comb += [self.wjob.ready.eq(a_room), a_in.eq(self.wjob.valid & a_room)]
         with m.If(a_in):
