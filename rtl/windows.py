@@ -103,10 +103,11 @@ class SubmissionWindows(wiring.Component):
         m.d.comb += flat.eq(self.rd.queue * self.slots + self.rd.slot)
         per_row = self.row_bits // 256
         sel = Signal(range(per_row)) if per_row > 1 else Const(0, 1)
+        lane = flat % per_row  # the descriptor's place in its row, for the RAM's word and the FENCE/IMM bit
         m.d.comb += [rp.en.eq(self.rd.en), rp.addr.eq(flat // per_row)]
         if per_row > 1:
             with m.If(self.rd.en):
-                m.d.sync += sel.eq(flat % per_row)
+                m.d.sync += sel.eq(lane)
         m.d.comb += self.rd.desc.eq(rp.data.word_select(sel, 256))
 
         # --- FENCE and IMM, a bit per slot beside the block RAM ---------------------------
@@ -128,5 +129,5 @@ class SubmissionWindows(wiring.Component):
             m.d.comb += dwp.data[j].eq((byte & (Flag.FENCE | Flag.IMM)) != 0)
         m.d.comb += [dwp.addr.eq(wp.addr), dwp.en.eq(Cat(*enables)), drp.addr.eq(rp.addr)]
         with m.If(self.rd.en):
-            m.d.sync += self.rd.drain.eq(drp.data.bit_select(flat % per_row, 1) if per_row > 1 else drp.data)
+            m.d.sync += self.rd.drain.eq(drp.data.bit_select(lane, 1) if per_row > 1 else drp.data)
         return m
