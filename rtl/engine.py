@@ -88,7 +88,8 @@ class Engine(wiring.Component):
         planner = m.submodules.planner = WritePlanner(num_queues=nq, data_width=dw, row_ptr_width=rp,
                                                       max_burst_beats=p.max_burst_beats,
                                                       write_burst_bytes=p.write_burst_bytes,
-                                                      rows_in_cycle=not p.extra_stages, skid=p.extra_stages)
+                                                      rows_in_cycle=not p.extra_stages, skid=p.extra_stages,
+                                                      load_gap=p.extra_stages)
         wdata = m.submodules.wdata = WriteData(data_width=dw, buffer_rows=p.buffer_rows, row_ptr_width=rp)
         # with fall_through a burst's first W beat may also go in its address's cycle
         wmux = m.submodules.wmux = WriteMux(data_width=dw, id_width=p.read_id_width,

@@ -55,7 +55,9 @@ class EngineParams:
     # Register stages that cost a cycle of latency each for a faster clock on a slow fabric (the ECP5 board; its
     # engine takes them, the card and the sim bench's engine do not): a write burst decided from a registered
     # compare of the rows filled (a cycle on each copy that waits for its data), and the completion writer's pick
-    # registered before its region lookup (a cycle on each completion-word write).
+    # registered before its region lookup (a cycle on each completion-word write), and in the write planner a spare
+    # register before its first stage and a cycle between one job's end and the next's start (a cycle between jobs
+    # back to back).
     extra_stages: bool = False
     errlog_depth: int = 16
     window_id_width: int = 4  # AXI ID bits of the submission-window port

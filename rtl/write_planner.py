@@ -30,7 +30,8 @@ class WritePlanner(wiring.Component):
     """
 
     def __init__(self, *, num_queues: int, data_width: int, row_ptr_width: int, max_burst_beats: int,
-                 write_burst_bytes: int = 0, rows_in_cycle: bool = False, skid: bool = False):
+                 write_burst_bytes: int = 0, rows_in_cycle: bool = False, skid: bool = False,
+                 load_gap: bool = False):
         if write_burst_bytes and (write_burst_bytes & (write_burst_bytes - 1) or write_burst_bytes < data_width // 8
                                   or write_burst_bytes > min(PAGE_BYTES, max_burst_beats * data_width // 8)):
             raise ValueError(f"write_burst_bytes must be 0 or a power of two from a beat to max_burst_beats beats and "
@@ -44,6 +45,11 @@ class WritePlanner(wiring.Component):
         # the burst decision (finish -> load -> B's and A's takes), which otherwise runs on into the job FIFO's read
         # side; no cycle is added: a job goes straight to A whenever A has room
         self.skid = skid
+        # the next job becomes current only once the current one is gone (a cycle after its finish), so `load` and
+        # with it the takes of stages B and A and the spare are functions of registers, not the end of the burst
+        # decision (finish) that they otherwise are. It costs a cycle only between jobs back to back: a copy that
+        # finds the planner empty is loaded as before
+        self.load_gap = load_gap
         self.queue_bits = qb = index_bits(num_queues)
         rp = row_ptr_width
         super().__init__({
@@ -297,7 +303,7 @@ class WritePlanner(wiring.Component):
         stop_cur, stop_b = Signal(), Signal()
         m.d.sync += moved.eq(issue | load)
         m.d.comb += [
-            load.eq(b_valid & (~cur_valid | finish)),
+            load.eq(b_valid & (~cur_valid if self.load_gap else ~cur_valid | finish)),
             stop_cur.eq(dropped(self.stops, cur.queue, cur.index, started=True)),
             stop_b.eq(dropped(self.stops, b.queue, b.index, started=True)),
         ]

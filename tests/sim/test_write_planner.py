@@ -109,14 +109,14 @@ def test_bursts_wait_for_their_rows_and_match_the_model(data_width, seed, write_
                                                         rows_in_cycle):
     """max_payload: the host's size (128 << code bytes), which raises the span write bursts end at. rows_in_cycle:
     the burst decided in the cycle its rows are counted (the card), or from the registered compare, with the spare
-    register before stage A (the board)."""
+    register before stage A and a cycle between jobs (the board)."""
     p = params(data_width, write_burst_bytes)
     rng = random.Random(seed)
     jobs = Jobs(p, rng, 60)
     want_aw, want_went, want_cent = expected(p, jobs.list, max_payload)
     dut = WritePlanner(num_queues=p.num_queues, data_width=p.data_width, row_ptr_width=p.row_ptr_width,
                        max_burst_beats=p.max_burst_beats, write_burst_bytes=p.write_burst_bytes,
-                       rows_in_cycle=rows_in_cycle, skid=not rows_in_cycle)
+                       rows_in_cycle=rows_in_cycle, skid=not rows_in_cycle, load_gap=not rows_in_cycle)
     got_aw, got_went, got_cent = [], [], []
 
     async def bench(ctx):
