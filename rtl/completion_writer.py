@@ -59,7 +59,7 @@ class CompletionWriter(wiring.Component):
         # `take` happens in IDLE, before `q` holds the grant: it names the queue granted now. (Naming `q`, the
         # queue served before, cleared that queue's dirty bit: a word due after its capture was never
         # written, e.g. the halt of a queue when another queue's word was written next.)
-        m.d.comb += [self.queues.take.queue.eq(rr.grant), self.queues.ok.queue.eq(q), self.queues.fail.queue.eq(q),
+        m.d.comb += [self.queues.ok.queue.eq(q), self.queues.fail.queue.eq(q),
                      self.queues.fail.code.eq(code_r), self.queues.issue.queue.eq(q), self.queues.ok.valid.eq(ok_r)]
         with m.If(entry.perms == 0):
             m.d.comb += code.eq(ErrorCode.UNKNOWN_REGION)
@@ -81,7 +81,7 @@ class CompletionWriter(wiring.Component):
         m.d.comb += rr.requests.eq((self.queues.dirty | self.queues.checking) & ~self.flush.replicate(nq))
         with m.FSM() as fsm:
             with m.State("IDLE"):
-                m.d.comb += [rr.advance.eq(1), self.queues.take.valid.eq(rr.valid)]
+                m.d.comb += [rr.advance.eq(1), self.queues.take.eq(rr.grant_onehot)]
                 if not self.pick_ahead:
                     m.d.comb += [self.region.en.eq(1), self.region.id.eq(self.queues.compl_region[rr.grant])]
                 with m.If(rr.valid):

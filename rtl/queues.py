@@ -138,7 +138,7 @@ class Queues(wiring.Component):
                     m.d.sync += q.posted.eq(self.regs.w_data)
 
             # completion-word writer: `take` clears dirty; every event below that sets it wins
-            with m.If(self.cw.take.valid & (self.cw.take.queue == i)):
+            with m.If(self.cw.take[i]):
                 m.d.sync += q.dirty.eq(0)
             with m.If(self.cw.ok.valid & (self.cw.ok.queue == i)):
                 m.d.sync += q.checking.eq(0)

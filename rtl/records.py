@@ -152,7 +152,8 @@ def event_signature(queue_bits: int, index: bool = False) -> wiring.Signature:
 def completion_writer_port_signature(num_queues: int) -> wiring.Signature:
     """The completion writer's port into the queue table, from the writer's side. In: which queues' words
     are due (`dirty`) or whose location must be checked after enable (`checking`), each queue's word and
-    its location. Out, events: a word taken (its dirty bit clears), held until its write issues, the
+    its location. Out, events: a word taken (its dirty bit clears; a bit per queue, so that a queue's clear
+    waits on its own grant bit, not on the grant's index compared back), held until its write issues, the
     location check passed or failed (the table may refuse a failure this cycle: `ready`), a write issued,
     and its response back."""
     nq, queue_bits = num_queues, index_bits(num_queues)
@@ -161,7 +162,7 @@ def completion_writer_port_signature(num_queues: int) -> wiring.Signature:
         "word": In(data.ArrayLayout(64, nq)),  # completion word: completed | halted << 63
         "compl_region": In(data.ArrayLayout(16, nq)),
         "compl_offset": In(data.ArrayLayout(64, nq)),
-        "take": Out(event_signature(queue_bits)),
+        "take": Out(nq),  # one-hot, the round robin's own bits: the queue whose word is taken this cycle
         "hold": Out(event_signature(queue_bits)),
         "ok": Out(event_signature(queue_bits)),
         "fail": Out(wiring.Signature({"valid": Out(1), "queue": Out(queue_bits), "code": Out(CODE_BITS),

@@ -15,6 +15,12 @@ from driver.abi import Perm  # noqa: E402
 from rtl.completion_writer import CompletionWriter  # noqa: E402
 
 pytestmark = pytest.mark.sim
+
+
+def _taken(bits: int) -> tuple[int, int]:
+    """The writer's `take` (one bit per queue): whether a word was taken, and whose; never two at once."""
+    assert bits & (bits - 1) == 0, f"two queues' words taken at once: {bits:#x}"
+    return int(bits != 0), bits.bit_length() - 1 if bits else 0
 NUM_QUEUES = 4
 BASE = 0x1000
 
@@ -50,8 +56,7 @@ def test_every_due_word_reaches_memory(seed, pick_ahead):
             ctx.set(dut.bus.w.ready, int(bool(pending_aw)))  # a beat goes after its address, as the mux orders
             respond = responses > 0 and rng.random() < 0.5
             ctx.set(dut.bus.b.valid, int(respond))
-            take = ctx.get(dut.queues.take.valid)
-            taken = ctx.get(dut.queues.take.queue)
+            take, taken = _taken(ctx.get(dut.queues.take))
             aw = ctx.get(dut.bus.aw.valid)
             aw_addr = ctx.get(dut.bus.aw.payload.addr)
             if ctx.get(dut.bus.w.valid) and pending_aw:
@@ -108,7 +113,7 @@ def test_a_taken_word_is_held_until_its_write_is_issued(seed, pick_ahead):
             ctx.set(dut.queues.dirty, dirty)
             ctx.set(dut.bus.aw.ready, int(rng.random() < 0.3))
             ctx.set(dut.bus.b.valid, int(issues > 0 and rng.random() < 0.5))
-            take, taken = ctx.get(dut.queues.take.valid), ctx.get(dut.queues.take.queue)
+            take, taken = _taken(ctx.get(dut.queues.take))
             issue, issued = ctx.get(dut.queues.issue.valid), ctx.get(dut.queues.issue.queue)
             hold, held = ctx.get(dut.queues.hold.valid), ctx.get(dut.queues.hold.queue)
             for q, waiting in holding.items():

@@ -78,13 +78,12 @@ class Harness:
             ctx.set(dut.done.entry, done)
         # completion writer: takes a due word (as the real one captures it), passes every location check
         dirty, checking = ctx.get(dut.cw.dirty), ctx.get(dut.cw.checking)
-        for ev in ("take", "ok"):
-            ctx.set(getattr(dut.cw, ev).valid, 0)
+        ctx.set(dut.cw.take, 0)
+        ctx.set(dut.cw.ok.valid, 0)
         due = [q for q in range(NUM_QUEUES) if (dirty | checking) >> q & 1]
         if due and rng.random() < 0.5:
             q = rng.choice(due)
-            ctx.set(dut.cw.take.valid, 1)
-            ctx.set(dut.cw.take.queue, q)
+            ctx.set(dut.cw.take, 1 << q)
             if checking >> q & 1:
                 ctx.set(dut.cw.ok.valid, 1)
                 ctx.set(dut.cw.ok.queue, q)
