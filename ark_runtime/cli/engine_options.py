@@ -73,8 +73,10 @@ class DefaultsFormatter(argparse.HelpFormatter):
         names = {f.name: f for f in _fields()}
         if action.dest not in names or not (action.help or "").startswith("(default "):
             return super()._get_help_string(action)
+        if not hasattr(self, "_made"):  # the sets, made once per help text rather than once per option
+            self._made = self.sets()
         shown = []
-        for label, params in self.sets().items():
+        for label, params in self._made.items():
             value = getattr(params, action.dest)
             shown.append(f"{label} {('on' if value else 'off') if _is_flag(names[action.dest]) else value}")
         return f"(default {'; '.join(shown)})".replace("%", "%%")

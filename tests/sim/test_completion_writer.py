@@ -21,6 +21,8 @@ def _taken(bits: int) -> tuple[int, int]:
     """The writer's `take` (one bit per queue): whether a word was taken, and whose; never two at once."""
     assert bits & (bits - 1) == 0, f"two queues' words taken at once: {bits:#x}"
     return int(bits != 0), bits.bit_length() - 1 if bits else 0
+
+
 NUM_QUEUES = 4
 BASE = 0x1000
 
