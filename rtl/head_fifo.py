@@ -9,14 +9,17 @@ from amaranth.lib.wiring import In, Out
 
 
 class HeadFIFO(wiring.Component):
-    """The ports of `FallThroughFIFO(width, depth, fall_through=False)` and every cycle of the SyncFIFO behind them:
-    `w` is taken while fewer than `depth` entries are held, `r` shows the oldest entry from the cycle after it was
-    written, `level` counts the entries held. Every entry is written to the storage (its write enable waits on `w`
-    only); the oldest is also held in `head`, loaded from the entry after it (read from the storage at a registered
-    address) as the oldest is taken, or from `w` while nothing else is held. So `r.valid` and `level` are registers,
-    and so is `r.payload`: all of it, or with `slow` (a list of (start, stop) bit ranges of the entry) all but those
-    ranges, which are read from the storage at the oldest entry's (registered) index. A reader's decision then ends
-    at the head's enable (the bits it holds) and the counters, not at the storage."""
+    """The ports of `FallThroughFIFO(width, depth, fall_through=False)` and every cycle of the SyncFIFO behind them: `w`
+    is taken while fewer than `depth` entries are held, `r` shows the oldest entry from the cycle after it was
+    written, `level` counts the entries held. The storage is written at the next free index in every cycle that
+    one is free (its write enable is `~full`, a register, not `w.valid`, which in a writer is the end of a
+    decision and would otherwise fan out to every LUT-RAM cell); only a push moves the index on, so what is
+    written in a cycle without one is overwritten before it is read. The oldest is also held in `head`, loaded
+    from the entry after it (read from the storage at a registered address) as the oldest is taken, or from `w`
+    while nothing else is held. So `r.valid` and `level` are registers, and so is `r.payload`: all of it, or with
+    `slow` (a list of (start, stop) bit ranges of the entry) all but those ranges, which are read from the
+    storage at the oldest entry's (registered) index. A reader's decision then ends at the head's enable (the
+    bits it holds) and the counters, not at the storage."""
 
     def __init__(self, width: int, depth: int, slow: list[tuple[int, int]] | None = None):
         if depth < 2:
@@ -54,7 +57,7 @@ class HeadFIFO(wiring.Component):
             self.level.eq(level),
             push.eq(self.w.valid & ~full),
             pop.eq(self.r.ready & head_valid),
-            wr.en.eq(push), wr.addr.eq(wptr), wr.data.eq(fast_w),
+            wr.en.eq(~full), wr.addr.eq(wptr), wr.data.eq(fast_w),
             rd.addr.eq(hptr_next),
         ]
         m.d.comb += [self.r.payload[b].eq(head[i]) for i, b in enumerate(self.fast_bits)]
@@ -62,7 +65,7 @@ class HeadFIFO(wiring.Component):
             slow_w = Cat(self.w.payload[b] for b in self.slow_bits)
             slow = m.submodules.slow_storage = memory.Memory(shape=len(slow_w), depth=depth, init=[])
             swr, srd = slow.write_port(), slow.read_port(domain="comb")
-            m.d.comb += [swr.en.eq(push), swr.addr.eq(wptr), swr.data.eq(slow_w), srd.addr.eq(hptr)]
+            m.d.comb += [swr.en.eq(~full), swr.addr.eq(wptr), swr.data.eq(slow_w), srd.addr.eq(hptr)]
             m.d.comb += [self.r.payload[b].eq(srd.data[i]) for i, b in enumerate(self.slow_bits)]
         with m.If(push):
             m.d.sync += wptr.eq(inc(wptr))
