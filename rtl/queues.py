@@ -244,15 +244,18 @@ class Queues(wiring.Component):
                          self.log.entry.queue.eq(self.cw.fail.queue), self.log.entry.cookie.eq(0),
                          self.log.entry.index.eq(_pick(rows, self.cw.fail.queue, lambda q: q.start[:32]))]
 
-        token = Signal()
-        m.d.comb += token.eq(tokens.bit_select(chosen, 1))
+        # The pick's fields are selected by the round robin's one-hot grant (an AND-OR), not by its index (encoded from
+        # the one-hot bits first), and each queue's slot (its doorbell error's or its next descriptor's) is chosen from
+        # its registers beside the grant, not after it: the scheduler's eligibility -> grant -> the validator's S0 was
+        # the board's worst path once the write entries' enable was off it
+        slots = [Signal(32, name=f"q{i}_next_slot") for i in range(nq)]
+        m.d.comb += [slots[i].eq(Mux(tokens[i], q.db_value, q.dispatched)) for i, q in enumerate(rows)]
         m.d.comb += [
             self.pick.valid.eq(rr.valid),
             self.pick.payload.queue.eq(chosen),
-            self.pick.payload.token.eq(token),
-            self.pick.payload.index.eq(Mux(token, _pick(rows, chosen, lambda q: q.db_value),
-                                           _pick(rows, chosen, lambda q: q.dispatched))),
-            self.pick.payload.code.eq(_pick(rows, chosen, lambda q: q.db_code)),
+            self.pick.payload.token.eq((tokens & rr.grant_onehot).any()),
+            self.pick.payload.index.eq(_select(rr.grant_onehot, slots)),
+            self.pick.payload.code.eq(_select(rr.grant_onehot, [q.db_code for q in rows])),
         ]
 
         # host reads (combinational on hr_queue/hr_offset)
@@ -332,6 +335,11 @@ class _QueueRegs:
         self.none_out = reg(1, "none_out", init=1)  # issued == retired: nothing in flight
         self.dirty = reg(1, "dirty")  # the completion word should be written
         self.cw_out = reg(CW_OUT_BITS, "cw_out")
+
+
+def _select(onehot, values):
+    """The value whose bit is set in `onehot` (at most one is): each bit an OR of the values' bits under theirs."""
+    return Cat(*(Cat(onehot[i] & v[b] for i, v in enumerate(values)).any() for b in range(len(values[0]))))
 
 
 def _pick(rows: list[_QueueRegs], index, field):
