@@ -163,19 +163,22 @@ class Queues(wiring.Component):
             # the doorbell's checks: dispatched never passes posted, and posted only grows, so a doorbell that moves
             # it leaves work pending, a squash (back to a slot already posted) too, and a pick leaves work if the
             # slot after it was posted
-            sel = Signal(name=f"q{i}_sel")  # this queue's pick was taken
-            m.d.comb += [sel.eq(fired & rr.grant_onehot[i]), tokens[i].eq(~q.pending & q.db_pend)]
+            # this queue's pick was taken: its grant bit (which implies a request, so not `fired`, which waits on
+            # every queue's request) and the validator's ready
+            sel = Signal(name=f"q{i}_sel")
+            m.d.comb += [sel.eq(rr.grant_onehot[i] & self.pick.ready), tokens[i].eq(~q.pending & q.db_pend)]
             picked = sel & ~tokens[i]
             rung = Signal(name=f"q{i}_rung")
             m.d.comb += rung.eq(db_ok & (self.regs.w_data != q.posted))
-            with m.If(enable_now):
-                m.d.sync += q.pending.eq(0)
-            with m.Elif(self.squash.valid & (self.squash.queue == i)):
-                m.d.sync += q.pending.eq(1)
-            with m.Elif(picked):
-                m.d.sync += q.pending.eq(((q.dispatched + 1)[:32] != q.posted) | rung)
-            with m.Else():
-                m.d.sync += q.pending.eq((q.dispatched != q.posted) | rung)
+            # both outcomes from registers and the host's write first; the pick, the end of the scheduler's loop,
+            # only chooses between them
+            squashed = self.squash.valid & (self.squash.queue == i)
+            if_picked, if_not = Signal(name=f"q{i}_pending_if_picked"), Signal(name=f"q{i}_pending_if_not")
+            m.d.comb += [
+                if_picked.eq(~enable_now & (squashed | ((q.dispatched + 1)[:32] != q.posted) | rung)),
+                if_not.eq(~enable_now & (squashed | (q.dispatched != q.posted) | rung)),
+            ]
+            m.d.sync += q.pending.eq(Mux(picked, if_picked, if_not))
             # in flight == 0, a cycle late: used only while the queue waits on a FENCE, when nothing of the queue
             # issues and the count only falls, so it is never early
             m.d.sync += q.drained.eq(q.none_out)
