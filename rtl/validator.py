@@ -122,10 +122,7 @@ class Validator(wiring.Component):
         s3_src_oob, s3_dst_oob, s3_overlap, s3_zero = Signal(), Signal(), Signal(), Signal()
         s3_src_addr, s3_dst_addr = Signal(64), Signal(64)
         s3_nrows = Signal(self.row_ptr_width)
-        s3_src_pg = Signal(bursts.page_bits(db))  # beats from the source to its next 4 KiB boundary
         lg = (db - 1).bit_length()
-        src_addr = Signal(64)
-        m.d.comb += src_addr.eq(Mux(imm, s2d.src_offset, se.addr + s2d.src_offset))
         with m.If(adv):
             m.d.sync += [
                 s3_valid.eq(s2_valid), s3.eq(s2), s3_imm.eq(imm), s3_early.eq(early),
@@ -137,10 +134,7 @@ class Validator(wiring.Component):
                 s3_dst_oob.eq(_sum_exceeds(s2d.dst_offset, s2d.length, de.size)),
                 s3_overlap.eq(_sum_exceeds(s2d.dst_offset, s2d.length, s2d.src_offset)
                               & _sum_exceeds(s2d.src_offset, s2d.length, s2d.dst_offset)),
-                s3_src_addr.eq(src_addr),
-                # the page distance here, not after S3's register: the first read burst's cut then starts from a
-                # register (the job queue's head takes S3's job in the cycle it is offered while the queue is empty)
-                s3_src_pg.eq(bursts.to_page(db, src_addr)),
+                s3_src_addr.eq(Mux(imm, s2d.src_offset, se.addr + s2d.src_offset)),
                 s3_dst_addr.eq(de.addr + s2d.dst_offset),
                 s3_nrows.eq(((se.addr[:lg] + s2d.src_offset[:lg])[:lg] + s2d.length + (db - 1)) >> lg),
             ]
@@ -153,7 +147,7 @@ class Validator(wiring.Component):
             m.d.comb += code.eq(ErrorCode.OVERLAP)
 
         j = self.job.payload
-        rbeats, rlast = bursts.cut(m, self.max_burst_beats, s3_src_pg, s3_nrows)
+        rbeats, rlast = bursts.cut(m, self.max_burst_beats, bursts.to_page(db, s3_src_addr), s3_nrows)
         kind = Signal(JobKind)
         # A failure's stop reaches the queue table from a register, a cycle after its job: in that cycle a
         # descriptor of the same queue behind it (a later index) is dropped here, as the table's stop would
