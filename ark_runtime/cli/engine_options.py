@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 from collections.abc import Callable
 
 from driver.errors import ArkdmaError
@@ -69,12 +70,19 @@ class DefaultsFormatter(argparse.HelpFormatter):
     def of(cls, sets: Callable[[], dict[str, object]]) -> type[DefaultsFormatter]:
         return type("DefaultsOf", (cls,), {"sets": staticmethod(sets)})
 
+    @functools.cached_property
+    def _fields_by_name(self) -> dict[str, dataclasses.Field]:
+        return {f.name: f for f in _fields()}
+
+    @functools.cached_property
+    def _made(self) -> dict[str, object]:
+        """The sets, made once per help text rather than once per option."""
+        return self.sets()
+
     def _get_help_string(self, action: argparse.Action) -> str:
-        names = {f.name: f for f in _fields()}
+        names = self._fields_by_name
         if action.dest not in names or not (action.help or "").startswith("(default "):
             return super()._get_help_string(action)
-        if not hasattr(self, "_made"):  # the sets, made once per help text rather than once per option
-            self._made = self.sets()
         shown = []
         for label, params in self._made.items():
             value = getattr(params, action.dest)
