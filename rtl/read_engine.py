@@ -77,20 +77,21 @@ class ReadEngine(wiring.Component):
             self.row_alloc.eq(row_alloc),
             self.stall_buffer.eq(cur_valid & ~(tags_ok & rows_ok)),
         ]
-        next_beats, next_last = bursts.cut(m, self.max_burst_beats, g_pg, g_left)
+        next_cut = bursts.cut(m, self.max_burst_beats, g_pg, g_left)
+        next_beats, next_last = next_cut.beats, next_cut.last
         with m.If(fire):
             m.d.sync += [row_alloc.eq(c_after), alloc_low.eq(c_low), alloc_lowmax.eq(c_lowmax),
                          c_lowmax.eq(c_lowmax + next_beats), tag_alloc.eq(tag_alloc + 1),
                          c_beats.eq(next_beats), c_last.eq(next_last), c_addr.eq(g_addr),
                          c_after.eq(c_after + next_beats), c_low.eq(c_low + next_beats),
                          g_pg.eq(g_pg - next_beats), g_left.eq(g_left - next_beats),
-                         g_addr.eq(bursts.advance(g_addr, next_beats, db))]
+                         g_addr.eq(bursts.advance_by_cut(g_addr, next_cut, g_pg, g_left, self.max_burst_beats, db))]
             with m.If(c_last):
                 m.d.sync += cur_valid.eq(0)
 
         job, wj = self.job.payload, self.wjob.payload
         stopped = Signal()
-        reads = Signal()
+        copies, reads = Signal(), Signal()
         free_slot = Signal()
         row_next, low_next = Signal(rp), Signal(rp)
         m.d.comb += [
@@ -99,10 +100,15 @@ class ReadEngine(wiring.Component):
             # what the validator let pass can only have been stopped since from behind (or disabled, flushed)
             stopped.eq((self.stops.hard.bit_select(job.queue, 1) | self.stops.draining.bit_select(job.queue, 1)
                         | self.stops.flush) & ((job.kind == JobKind.COPY) | (job.kind == JobKind.IMM))),
-            reads.eq((job.kind == JobKind.COPY) & ~job.zero & ~stopped),
+            # A copy waits for the slot whether or not its queue has stopped: the stop (from the queue table, far
+            # off) then only decides what is passed on and whether the slot fills, never whether the job queue
+            # pops or the slot's registers load. A stop never clears while its jobs are in flight, so a stopped
+            # copy that waits is still stopped when it passes, as DROP, as it would have passed at once.
+            copies.eq((job.kind == JobKind.COPY) & ~job.zero),
+            reads.eq(copies & ~stopped),
             free_slot.eq(~cur_valid | (fire & c_last)),
-            self.job.ready.eq(self.wjob.ready & (~reads | free_slot)),
-            self.wjob.valid.eq(self.job.valid & (~reads | free_slot)),
+            self.job.ready.eq(self.wjob.ready & (~copies | free_slot)),
+            self.wjob.valid.eq(self.job.valid & (~copies | free_slot)),
             wj.eq(job),
             wj.row0.eq(row_next),
             wj.nrows.eq(Mux(reads, job.nrows, 0)),
@@ -110,10 +116,11 @@ class ReadEngine(wiring.Component):
         with m.If(stopped):
             m.d.comb += wj.kind.eq(JobKind.DROP)
         take = Signal()
-        m.d.comb += take.eq(self.job.valid & self.job.ready & reads)
+        m.d.comb += take.eq(self.job.valid & self.job.ready & copies)
         with m.If(take):
-            # the validator planned the first burst (rbeats, rlast)
-            m.d.sync += [cur_valid.eq(1), c_beats.eq(job.rbeats), c_last.eq(job.rlast),
+            # the validator planned the first burst (rbeats, rlast); a stopped copy loads the registers but
+            # leaves the slot empty, so nothing is read for it and what it loaded is never used
+            m.d.sync += [cur_valid.eq(~stopped), c_beats.eq(job.rbeats), c_last.eq(job.rlast),
                          c_addr.eq(job.src_addr & ~(db - 1)),
                          c_after.eq(row_next + job.rbeats), c_low.eq(low_next + job.rbeats),
                          c_lowmax.eq(Mux(fire, c_lowmax, alloc_lowmax) + job.rbeats),
