@@ -3,6 +3,8 @@ span) and at max_burst_beats."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from amaranth import Cat, Const, Module, Mux, Signal, Value
 
 from rtl.params import PAGE_BYTES
@@ -24,17 +26,36 @@ def to_page(data_bytes: int, addr: Value, span_bytes: int = PAGE_BYTES) -> Value
     return (-addr[lg:span_bytes.bit_length() - 1])[:page_bits(data_bytes, span_bytes)]
 
 
-def cut(m: Module, max_burst_beats: int | Value, pg: Value, left: Value) -> tuple[Signal, Signal]:
+class Cut(NamedTuple):
+    beats: Signal
+    last: Signal
+    at_page: Signal  # a burst that is not the last ends on the boundary (else it is max_burst_beats long)
+
+
+def cut(m: Module, max_burst_beats: int | Value, pg: Value, left: Value) -> Cut:
     """The next burst of `left` beats (at least 1) starting `pg` beats before a 4 KiB boundary (0: a whole
     page): its beats, and whether it is the last one."""
     maxb = max_burst_beats
-    capped, beats, last = Signal(BEATS_BITS), Signal(BEATS_BITS), Signal()
+    short = left[:BEATS_BITS]
+    at_page, beats, last = Signal(), Signal(BEATS_BITS), Signal()
     m.d.comb += [
-        capped.eq(Mux((pg != 0) & (pg < maxb), pg, maxb)),
-        last.eq((left[BEATS_BITS:] == 0) & (left[:BEATS_BITS] <= capped)),
-        beats.eq(Mux(last, left[:BEATS_BITS], capped)),
+        at_page.eq((pg != 0) & (pg < maxb)),
+        # `left` is compared with both limits beside the page test, which then picks a result, not an operand
+        last.eq((left[BEATS_BITS:] == 0) & Mux(at_page, short <= pg, short <= maxb)),
+        beats.eq(Mux(last, short, Mux(at_page, pg, maxb))),
     ]
-    return beats, last
+    return Cut(beats, last, at_page)
+
+
+def advance_by_cut(addr: Value, c: Cut, pg: Value, left: Value, max_burst_beats: int | Value,
+                   data_bytes: int) -> Value:
+    """`advance(addr, c.beats, data_bytes)` for the burst `cut` made from `pg` and `left`, with each of its three
+    lengths (the rest of the copy, to the boundary, max_burst_beats) added from registers beside the cut, whose
+    tests then only choose a sum. To the boundary, the sum is the boundary itself."""
+    pb = PAGE_BYTES.bit_length() - 1
+    boundary = Cat(Const(0, pb), (addr[pb:] + 1)[:len(addr) - pb])
+    return Mux(c.last, advance(addr, left[:BEATS_BITS], data_bytes),
+               Mux(c.at_page, boundary, advance(addr, max_burst_beats, data_bytes)))
 
 
 def advance(addr: Value, beats: Value, data_bytes: int) -> Value:

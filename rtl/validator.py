@@ -147,7 +147,8 @@ class Validator(wiring.Component):
             m.d.comb += code.eq(ErrorCode.OVERLAP)
 
         j = self.job.payload
-        rbeats, rlast = bursts.cut(m, self.max_burst_beats, bursts.to_page(db, s3_src_addr), s3_nrows)
+        first_read = bursts.cut(m, self.max_burst_beats, bursts.to_page(db, s3_src_addr), s3_nrows)
+        rbeats, rlast = first_read.beats, first_read.last
         kind = Signal(JobKind)
         # A failure's stop reaches the queue table from a register, a cycle after its job: in that cycle a
         # descriptor of the same queue behind it (a later index) is dropped here, as the table's stop would

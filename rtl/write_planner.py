@@ -94,9 +94,11 @@ class WritePlanner(wiring.Component):
         def plan(pg, left, reach, addr):
             """The burst that starts at `addr`, `pg` beats before a span boundary, with `left` beats of the
             copy to go and the rows before `reach` needed so far; and the state after it."""
-            beats, last = bursts.cut(m, longest, pg, left)
-            return {"beats": beats, "last": last, "reach": (reach + beats)[:rp], "addr": addr,
-                    "pg": wrap(pg - beats), "left": (left - beats)[:rp], "dst": bursts.advance(addr, beats, dwb)}
+            c = bursts.cut(m, longest, pg, left)
+            beats = c.beats
+            return {"beats": beats, "last": c.last, "reach": (reach + beats)[:rp], "addr": addr,
+                    "pg": wrap(pg - beats), "left": (left - beats)[:rp],
+                    "dst": bursts.advance_by_cut(addr, c, pg, left, longest, dwb)}
 
         # Jobs pass two preparation stages, so that a burst is decided from registers only: A derives
         # the job's beats, page distance and row bounds; B plans its first burst. The current job keeps

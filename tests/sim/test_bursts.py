@@ -55,3 +55,53 @@ def test_advance_is_the_sum_for_every_burst_within_a_page(data_bytes):
     sim.add_testbench(bench)
     sim.run()
     assert len(cases) > 300 and not wrong, wrong[:5]
+
+
+def _cut_model(max_beats: int, pg: int, left: int) -> tuple[int, bool]:
+    capped = pg if 0 < pg < max_beats else max_beats
+    return (left, True) if left <= capped else (capped, False)
+
+
+@pytest.mark.parametrize("data_bytes,max_beats,as_signal", [(8, 256, False), (8, 16, False), (64, 64, False),
+                                                             (8, 32, True)])
+def test_cut_and_the_address_after_it_match_the_model(data_bytes, max_beats, as_signal):
+    """`cut` against its definition, and `advance_by_cut` (three sums, picked by the cut) against the plain sum of
+    the burst `cut` chose, for copies that start anywhere in a page and run past it or end inside it; the
+    longest burst both as a constant and as a signal (the write planner's, set by the host's max payload)."""
+    rp = 12
+    page_beats = PAGE_BYTES // data_bytes
+    m = Module()
+    addr, left = Signal(64), Signal(rp)
+    maxb = Signal(range(max_beats + 1)) if as_signal else max_beats
+    pg = bursts.to_page(data_bytes, addr)
+    c = bursts.cut(m, maxb, pg, left)
+    after = Signal(64)
+    m.d.comb += after.eq(bursts.advance_by_cut(addr, c, pg, left, maxb, data_bytes))
+    rng = random.Random(max_beats * data_bytes)
+    cases = []
+    for page in (0, 1, (1 << 52) - 1, rng.getrandbits(52)):
+        for off in (0, 1, page_beats - max_beats, page_beats - max_beats + 1, page_beats - 1):
+            for n in (1, 2, max_beats - 1, max_beats, max_beats + 1, page_beats - off, page_beats - off + 1,
+                      (1 << rp) - 1):
+                cases.append((((page << 12) | off * data_bytes), n))
+    cases += [((rng.getrandbits(52) << 12) | rng.randrange(page_beats) * data_bytes, rng.randint(1, (1 << rp) - 1))
+              for _ in range(400)]
+    wrong = []
+
+    async def bench(ctx):
+        if as_signal:
+            ctx.set(maxb, max_beats)
+        for a, n in cases:
+            ctx.set(addr, a)
+            ctx.set(left, n)
+            to_page = (-(a // data_bytes)) % page_beats
+            beats, last = _cut_model(max_beats, to_page, n)
+            got = (ctx.get(c.beats), bool(ctx.get(c.last)), ctx.get(after))
+            want = (beats, last, (a + beats * data_bytes) % (1 << 64))
+            if got != want:
+                wrong.append((hex(a), n, got, want))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert len(cases) > 400 and not wrong, wrong[:5]
