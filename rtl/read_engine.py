@@ -44,7 +44,6 @@ class ReadEngine(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         db, iw, rp = self.data_width // 8, self.id_width, self.row_ptr_width
-        lg = (db - 1).bit_length()
         pgw = bursts.page_bits(db)
 
         cur_valid = Signal()
@@ -118,14 +117,15 @@ class ReadEngine(wiring.Component):
         take = Signal()
         m.d.comb += take.eq(self.job.valid & self.job.ready & copies)
         with m.If(take):
-            # the validator planned the first burst (rbeats, rlast); a stopped copy loads the registers but
-            # leaves the slot empty, so nothing is read for it and what it loaded is never used
+            # the validator planned the first burst (rbeats, rlast; within its 4 KiB page, so `advance` applies); a
+            # stopped copy loads the registers but leaves the slot empty, so nothing is read for it and what it
+            # loaded is never used
             m.d.sync += [cur_valid.eq(~stopped), c_beats.eq(job.rbeats), c_last.eq(job.rlast),
                          c_addr.eq(job.src_addr & ~(db - 1)),
                          c_after.eq(row_next + job.rbeats), c_low.eq(low_next + job.rbeats),
                          c_lowmax.eq(Mux(fire, c_lowmax, alloc_lowmax) + job.rbeats),
                          g_pg.eq(bursts.to_page(db, job.src_addr) - job.rbeats), g_left.eq(job.nrows - job.rbeats),
-                         g_addr.eq((job.src_addr & ~(db - 1)) + (job.rbeats << lg))]
+                         g_addr.eq(bursts.advance(job.src_addr & ~(db - 1), job.rbeats, db))]
 
         def room(low):
             return ~(self.row_free - low)[rp - 1]
