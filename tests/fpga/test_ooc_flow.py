@@ -81,6 +81,33 @@ def test_classic_abc_mapping_gives_the_same_design(small_report, tmp_path):
     assert "abc -lut 4" in (tmp_path / "synth.ys").read_text()
 
 
+def test_every_place_and_route_reroutes_failing_paths(tmp_path, monkeypatch):
+    """nextpnr is run with the router's timing options (ROUTER_TIMING_OPTIONS) on every seed, as the JSON's
+    `flow` says."""
+    _tools_or_skip()
+    from fpga.flow import ooc_flow
+
+    real_find, calls = toolchain.find, []
+
+    class Recording:
+        def __init__(self, tool):
+            self.tool = tool
+
+        def run(self, args, *rest, **kw):
+            calls.append(list(args))
+            return self.tool.run(args, *rest, **kw)
+
+        def __getattr__(self, name):
+            return getattr(self.tool, name)
+
+    monkeypatch.setattr(ooc_flow.toolchain, "find",
+                        lambda name: Recording(real_find(name)) if name == "nextpnr-ecp5" else real_find(name))
+    ooc_flow.run(FifoSum(16, 32), tmp_path, target_mhz=100.0, seeds=(1, 2), console=Console(file=io.StringIO()))
+    assert len(calls) == 2 and ooc_flow.ROUTER_TIMING_OPTIONS == ("--tmg-ripup",)
+    assert all("--tmg-ripup" in args for args in calls)
+    assert "--tmg-ripup" in estimate.FLOW
+
+
 def test_abc9_crash_is_recognized(tmp_path):
     from fpga.flow.ooc_flow import _abc9_crashed
 
