@@ -52,8 +52,7 @@ def advance_by_cut(addr: Value, c: Cut, pg: Value, left: Value, max_burst_beats:
     """`advance(addr, c.beats, data_bytes)` for the burst `cut` made from `pg` and `left`, with each of its three
     lengths (the rest of the copy, to the boundary, max_burst_beats) added from registers beside the cut, whose
     tests then only choose a sum. To the boundary, the sum is the boundary itself."""
-    pb = PAGE_BYTES.bit_length() - 1
-    boundary = Cat(Const(0, pb), (addr[pb:] + 1)[:len(addr) - pb])
+    boundary = Cat(Const(0, PAGE_BYTES.bit_length() - 1), _next_page(addr))
     return Mux(c.last, advance(addr, left[:BEATS_BITS], data_bytes),
                Mux(c.at_page, boundary, advance(addr, max_burst_beats, data_bytes)))
 
@@ -66,5 +65,10 @@ def advance(addr: Value, beats: Value, data_bytes: int) -> Value:
     pb = PAGE_BYTES.bit_length() - 1
     lg = (data_bytes - 1).bit_length()
     low = addr[:pb] + (beats << lg)  # at most 4096: bit pb is set only where the burst ends on the boundary
-    high = addr[pb:]
-    return Cat(low[:pb], Mux(low[pb], (high + 1)[:len(high)], high))
+    return Cat(low[:pb], Mux(low[pb], _next_page(addr), addr[pb:]))
+
+
+def _next_page(addr: Value) -> Value:
+    """The page number of `addr` plus one, modulo the address width."""
+    high = addr[PAGE_BYTES.bit_length() - 1:]
+    return (high + 1)[:len(high)]
