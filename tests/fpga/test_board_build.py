@@ -8,6 +8,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+pytest.importorskip("amaranth", reason="the hardware extras are not installed: pip install 'arkdma[hw]'")
+
 from amaranth_boards.ecp5_5g_evn import ECP55GEVNPlatform
 from rich.console import Console
 

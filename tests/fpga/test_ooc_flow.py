@@ -6,6 +6,8 @@ import io
 import json
 
 import pytest
+pytest.importorskip("amaranth", reason="the hardware extras are not installed: pip install 'arkdma[hw]'")
+
 from rich.console import Console
 
 from fpga.flow import estimate

@@ -8,6 +8,8 @@ from __future__ import annotations
 import random
 
 import pytest
+pytest.importorskip("amaranth", reason="the hardware extras are not installed: pip install 'arkdma[hw]'")
+
 from amaranth.sim import Simulator
 
 from rtl.pcie_completer import PcieCompleter, ReqType, WindowPort

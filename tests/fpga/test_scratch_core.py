@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+pytest.importorskip("amaranth", reason="the hardware extras are not installed: pip install 'arkdma[hw]'")
+
 from amaranth import Module
 from amaranth.sim import Simulator
 
