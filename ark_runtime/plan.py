@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ark_runtime.model import Model
 from ark_runtime.scheduler import DeviceSpec, Placement, place
-from ark_runtime.tiling import Tile, dependencies, tile_model
+from ark_runtime.tiling import Tile, TooManyTiles, dependencies, tile_model
 
 PLAN_VERSION = 1
 OP_COUNTER_FROM = 5  # waits on more tiles of one op than this go through the op's counter
@@ -154,7 +154,10 @@ def build_plan(model: Model, device: DeviceSpec | None = None, placement: str = 
     device = device or DeviceSpec()
     if not model.ops:
         raise PlanError(f"model {model.name!r} has no ops to plan")
-    tiles = tile_model(model, device.num_sms, sm_copies, device.wgmma)
+    try:
+        tiles = tile_model(model, device.num_sms, sm_copies, device.wgmma)
+    except TooManyTiles as exc:
+        raise PlanError(f"model {model.name!r}: {exc}") from None
     deps = dependencies(model, tiles)
     try:
         where = place(tiles, deps, device, placement)

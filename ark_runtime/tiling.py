@@ -60,7 +60,22 @@ class Tile:
                 "dma": self.dma}
 
 
+MAX_TILES = 1 << 20  # tiles a plan may have: past this the planner's time and memory give out, not the GPU's
+
+
+class TooManyTiles(ValueError):
+    """A model whose plan would have more than MAX_TILES tiles."""
+
+
+def _count(n: int) -> int:
+    """`n`, the tiles about to be made, if a plan may have them; checked before they are made."""
+    if n > MAX_TILES:
+        raise TooManyTiles(f"{n:,} tiles")
+    return n
+
+
 def _chunks(n: int, size: int) -> list[tuple[int, int]]:
+    _count(-(-n // size))
     return [(i, min(i + size, n)) for i in range(0, n, size)]
 
 
@@ -70,6 +85,7 @@ def _elementwise_blocks(out: Tensor, num_sms: int, pairs: bool = False) -> list[
     if out.cols >= per_tile or out.cols > MAX_TILE_COLS:
         width = min(per_tile, MAX_TILE_COLS)
         width += width % 2 if pairs else 0
+        _count(out.rows * -(-out.cols // width))
         return [(r, r + 1, c0, c1) for r in range(out.rows) for c0, c1 in _chunks(out.cols, width)]
     return [(r0, r1, 0, out.cols) for r0, r1 in _chunks(out.rows, max(1, per_tile // out.cols))]
 
@@ -280,6 +296,7 @@ def block_order(m: int, n: int, bm: int, bn: int, num_sms: int) -> list[tuple[in
     which keeps each wave's inputs in L2. Row after row instead, a wave of 8192^3 in 128 x 256 blocks reads all of B:
     on the H200 that ran at 2,674 us against 1,752 in bands (bench/results/h200/experiments/tma_raster)."""
     rows, cols = _chunks(m, bm), _chunks(n, bn)
+    _count(len(rows) * len(cols))
     g = min(len(rows), max(1, round(math.sqrt(num_sms * bn / bm))))
     return [(r0, r1, c0, c1) for band in range(0, len(rows), g) for c0, c1 in cols for r0, r1 in rows[band:band + g]]
 
@@ -295,6 +312,7 @@ def op_tiles(model: Model, op: Op, first_id: int, num_sms: int, sm_copy: bool = 
     tiles: list[Tile] = []
 
     def add(r0, r1, c0, c1, reads, nbytes, flops, dma=False):
+        _count(first_id + len(tiles) + 1)
         tiles.append(Tile(first_id + len(tiles), op.id, len(tiles), Region(out.id, r0, r1, c0, c1), tuple(reads),
                           nbytes, flops, dma))
 
@@ -373,9 +391,16 @@ def op_tiles(model: Model, op: Op, first_id: int, num_sms: int, sm_copy: bool = 
 
 
 def tile_model(model: Model, num_sms: int, sm_copies: frozenset[int] = frozenset(), wgmma: bool = True) -> list[Tile]:
+    """Every op's tiles, in op order; TooManyTiles, naming the op, where the plan would pass MAX_TILES."""
     tiles: list[Tile] = []
     for op in model.ops:
-        tiles.extend(op_tiles(model, op, len(tiles), num_sms, op.id in sm_copies, wgmma))
+        try:
+            tiles.extend(op_tiles(model, op, len(tiles), num_sms, op.id in sm_copies, wgmma))
+        except TooManyTiles as exc:
+            out = model.tensors[op.output]
+            raise TooManyTiles(f"op {op.id} ({op.kind} -> {out.name}, shape {out.shape}) would take the plan to {exc}, "
+                               f"past the {MAX_TILES:,} a plan may have ({len(tiles):,} before it): make its "
+                               "tensors smaller, or the model fewer ops") from None
     return tiles
 
 

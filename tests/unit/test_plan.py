@@ -247,6 +247,40 @@ def test_plans_refuse_empty_models_bad_devices_and_foreign_json():
     assert chain(4, 2, 8).ops and len(chain(4, 2, 8).ops) == 4
 
 
+@pytest.mark.parametrize("shape", [(2**31,), (3, 2**31), (2**16, 2**15, 4), (2**40, 2**40)])
+def test_a_tensor_whose_rows_or_columns_reach_2_to_the_31_is_refused(shape):
+    """The kernels index a tensor's rows and columns (its 2-D view) with 32-bit ints: past them an index would wrap
+    and a tile would write outside its tensor. Refused when the tensor is made, not planned (a plan of (2**40,
+    2**40) would not finish)."""
+    with pytest.raises(ModelError, match=r"below 2\*\*31: reshape it"):
+        Model("big").input("x", shape)
+    assert Model("edge").input("x", (2, 2**31 - 1)).cols == 2**31 - 1  # the largest allowed
+
+
+@pytest.mark.parametrize("make", [
+    lambda m: m.gelu(m.input("x", (2**20, 16384), "bf16")),  # rows x column chunks: 2**21 tiles
+    lambda m: m.matmul(m.input("a", (2**20, 64), "bf16"), m.input("b", (64, 2**20), "bf16")),  # blocks: 2**25
+])
+def test_a_plan_past_max_tiles_is_refused_naming_the_op_before_its_tiles_are_made(make):
+    m = Model("huge")
+    m.output(make(m))
+    with pytest.raises(PlanError, match=r"op 0 \(.*past the 1,048,576 a plan may have"):
+        build_plan(m, DeviceSpec(num_sms=132))
+
+
+def test_the_tile_limit_counts_the_tiles_of_every_op_before(monkeypatch):
+    import ark_runtime.tiling as tiling
+
+    monkeypatch.setattr(tiling, "MAX_TILES", 100)
+    m = Model("two")
+    x = m.input("x", (64, 4096))
+    m.output(m.unary("exp", m.unary("exp", x)))  # 64 row tiles each: the second op passes the limit tile by tile
+    with pytest.raises(PlanError, match=r"op 1 \(unary -> .*101 tiles.*\(64 before it\)"):
+        build_plan(m, DeviceSpec(num_sms=64))
+    monkeypatch.setattr(tiling, "MAX_TILES", 128)
+    assert len(build_plan(m, DeviceSpec(num_sms=64)).tiles) == 128
+
+
 def test_round_robin_placement_puts_every_edge_of_a_chain_across_sms():
     from ark_runtime.models import dependent_tasks
 
