@@ -24,6 +24,7 @@ no other kernel started while one that does was resident.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -42,7 +43,7 @@ from ark_runtime.kernel.records import (CONTROL_DTYPE, FAULT_NAMES, FINISHED_WOR
 from ark_runtime.model import Model
 from ark_runtime.plan import Plan, PlanError, build_plan
 from ark_runtime.profile import Profile, build_profile
-from ark_runtime.scheduler import DeviceSpec
+from ark_runtime.scheduler import PLACEMENTS, DeviceSpec
 from ark_runtime.split_k import split_k as split_k_matmuls
 from ark_runtime.tiling import switched_off
 
@@ -135,6 +136,15 @@ class Runtime:
             raise LoopError(f"budget_s must be a number of seconds in (0, 3600], not {budget_s!r}")
         if split_k not in (None, True, False):
             raise LoopError(f"split_k is True, False or None (None: ${SPLIT_K_ENV}, on unless 0), not {split_k!r}")
+        if not isinstance(fuse_chains, bool):
+            raise LoopError(f"fuse_chains is True or False, not {fuse_chains!r}")
+        if engine not in (None, "none", "auto", *DMA_ENGINES):
+            raise LoopError(f"engine {engine!r} cannot take copies from GPU code; use one of "
+                            f"{', '.join(DMA_ENGINES)}, 'auto' or None")
+        if placement not in PLACEMENTS:
+            raise LoopError(f"placement {placement!r} is not one of {', '.join(PLACEMENTS)}")
+        if sms is not None and (isinstance(sms, bool) or not isinstance(sms, int) or sms < 1):
+            raise LoopError(f"sms={sms!r}: give a positive int, at most the GPU's SMs (None: all of them)")
         bind = dict(bind or {})
         names = {t.name for t in model.tensors}
         unknown = sorted(set(bind) - names)
@@ -155,7 +165,7 @@ class Runtime:
         self._cupy = cupy
         self._state = "starting"
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
-        num_sms = sms or props["multiProcessorCount"]
+        num_sms = props["multiProcessorCount"] if sms is None else sms
         if isinstance(num_sms, bool) or not isinstance(num_sms, int) or not 1 <= num_sms <= props["multiProcessorCount"]:
             raise LoopError(f"sms={sms!r}: this GPU has {props['multiProcessorCount']} SMs; give 1..that many")
         self.device_name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
@@ -280,9 +290,6 @@ class Runtime:
         copies = [op for op in self.model.ops if op.kind == "copy"]
         if not copies:
             return {}
-        if engine not in (None, "none", "auto") and engine not in DMA_ENGINES:
-            raise LoopError(f"engine {engine!r} cannot take copies from GPU code; use one of "
-                            f"{', '.join(DMA_ENGINES)}, 'auto' or None")
         if copy_path == "sm":
             return {op.id: "sm" for op in copies}
         if copy_path == "graph":
@@ -524,6 +531,8 @@ class Runtime:
 
     def wait(self, timeout: float = 30.0) -> None:
         """Until every queued iteration is done; LoopFault or LoopTimeout (the kernel stopped) otherwise."""
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+            raise LoopError(f"timeout must be a positive, finite number of seconds, not {timeout!r}")
         if self._state != "running":
             raise LoopError(f"the runtime is {self._state}; make a new Runtime")
         t0 = time.monotonic()

@@ -587,6 +587,12 @@ def test_hostile_calls_get_clear_errors(gpu):
         for bad in (0, -1, 1.5, True):
             with pytest.raises(LoopError, match="iterations"):
                 rt.run(bad)
+        rt.run(1)
+        for bad in (0, -1.0, math.nan, math.inf, "5", True):  # none stops the kernel or waits for ever
+            with pytest.raises(LoopError, match="timeout must be"):
+                rt.wait(timeout=bad)
+        rt.wait()
+        assert rt.state == "running" and rt.iterations_done == 1
         assert math.isfinite(rt.get("x").sum())
     torch = pytest.importorskip("torch")
     with pytest.raises(LoopError, match="not on a 16-byte boundary"):

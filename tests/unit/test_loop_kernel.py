@@ -268,6 +268,18 @@ def test_runtime_refuses_bad_arguments_before_looking_for_a_gpu():
     for bad in ("yes", 1.5, []):
         with pytest.raises(LoopError, match="split_k"):
             Runtime(m, split_k=bad)
+    for bad in ("yes", 1, None):
+        with pytest.raises(LoopError, match="fuse_chains"):
+            Runtime(m, fuse_chains=bad)
+    for bad in ("software", "card-sim", "", 3):  # checked whether or not the model has a copy
+        for model in (m, models.named("chain64")):
+            with pytest.raises(LoopError, match="cannot take copies from GPU code"):
+                Runtime(model, engine=bad)
+    with pytest.raises(LoopError, match="placement 'random'"):
+        Runtime(m, placement="random")
+    for bad in (0, -3, 1.5, True, "8"):  # 0 is not 'all of them'
+        with pytest.raises(LoopError, match="sms="):
+            Runtime(m, sms=bad)
 
 
 def test_only_weights_no_op_writes_load_before_the_waits():
