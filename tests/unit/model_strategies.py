@@ -1,4 +1,5 @@
-"""Random models for Hypothesis: chains of every op kind on small shapes, mixing broadcasts and reuse."""
+"""Random models for Hypothesis: chains of every op kind on small shapes, mixing broadcasts and reuse, in one
+float dtype (fp32 unless asked)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,14 @@ from ark_runtime.model import Model
 
 
 @st.composite
-def models(draw):
+def models(draw, dtype: str = "fp32"):
     m = Model("random")
     rows, cols = draw(st.integers(1, 40)), draw(st.sampled_from([8, 16, 24, 64]))
-    pool = [m.input("x0", (rows, cols), "fp32")]
-    weight = m.input("w", (cols, cols), "fp32")
-    gamma, beta = m.input("g", (cols,), "fp32"), m.input("b", (cols,), "fp32")
-    cos, sin = m.input("cos", (rows, cols // 2), "fp32"), m.input("sin", (rows, cols // 2), "fp32")
-    table, ids = m.input("table", (11, cols), "fp32"), m.input("ids", (rows,), "int32")
+    pool = [m.input("x0", (rows, cols), dtype)]
+    weight = m.input("w", (cols, cols), dtype)
+    gamma, beta = m.input("g", (cols,), dtype), m.input("b", (cols,), dtype)
+    cos, sin = m.input("cos", (rows, cols // 2), dtype), m.input("sin", (rows, cols // 2), dtype)
+    table, ids = m.input("table", (11, cols), dtype), m.input("ids", (rows,), "int32")
     for _ in range(draw(st.integers(1, 8))):
         a = draw(st.sampled_from(pool))
         kind = draw(st.sampled_from(["unary", "binary", "bcast", "matmul", "softmax", "rmsnorm", "reduce",
