@@ -5,9 +5,9 @@ the Runtime's rewrite of it."""
 
 from __future__ import annotations
 
-from ark_runtime.model import Model, Op
+import numpy as np
 
-TORCH_DTYPES = ("fp32", "fp16", "bf16", "int32")
+from ark_runtime.model import Model, Op
 
 
 def torch_dtype(torch, dtype: str):
@@ -90,8 +90,6 @@ def inputs_for(torch, model: Model, values: dict, device: str = "cuda") -> dict:
 def mismatch(got, want, tol: float) -> str | None:
     """Why `got` is not `want` (NumPy, float64) within `tol` of the largest finite |want|, or None. A value that is
     not finite must be so in both, and the same (an overflow to inf, a NaN)."""
-    import numpy as np
-
     if got.shape != want.shape:
         return f"shape {got.shape} against {want.shape}"
     finite = np.isfinite(got) & np.isfinite(want)
