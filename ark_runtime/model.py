@@ -108,15 +108,15 @@ class Model:
             raise ModelError(f"tensor {name}: shape {shape!r} must be a sequence of positive ints") from None
         if not shape or any(isinstance(s, bool) or not isinstance(s, int) or s <= 0 for s in shape):
             raise ModelError(f"tensor {name}: shape {shape!r} must be one or more positive ints")
-        rows, cols = math.prod(shape[:-1]), shape[-1]
-        if rows >= MAX_EXTENT or cols >= MAX_EXTENT:
-            raise ModelError(f"tensor {name}: shape {shape} folds to {rows:,} rows (every axis but the last) by {cols:,} "
-                             f"columns; the kernels index each with 32-bit ints, so both must be below 2**31: reshape it")
+        t = Tensor(len(self.tensors), name, shape, dtype, placement, producer)
+        if t.rows >= MAX_EXTENT or t.cols >= MAX_EXTENT:
+            raise ModelError(f"tensor {name}: shape {shape} folds to {t.rows:,} rows (every axis but the last) by "
+                             f"{t.cols:,} columns; the kernels index each with 32-bit ints, so both must be below "
+                             "2**31: reshape it")
         if dtype not in DTYPE_BYTES:
             raise ModelError(f"tensor {name}: dtype {dtype!r} is not one of {', '.join(DTYPE_BYTES)}")
         if placement not in PLACEMENTS:
             raise ModelError(f"tensor {name}: placement {placement!r} is not one of {', '.join(PLACEMENTS)}")
-        t = Tensor(len(self.tensors), name, shape, dtype, placement, producer)
         self.tensors.append(t)
         return t
 

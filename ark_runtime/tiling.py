@@ -85,8 +85,9 @@ def _elementwise_blocks(out: Tensor, num_sms: int, pairs: bool = False) -> list[
     if out.cols >= per_tile or out.cols > MAX_TILE_COLS:
         width = min(per_tile, MAX_TILE_COLS)
         width += width % 2 if pairs else 0
-        _count(out.rows * -(-out.cols // width))
-        return [(r, r + 1, c0, c1) for r in range(out.rows) for c0, c1 in _chunks(out.cols, width)]
+        cols = _chunks(out.cols, width)
+        _count(out.rows * len(cols))
+        return [(r, r + 1, c0, c1) for r in range(out.rows) for c0, c1 in cols]
     return [(r0, r1, 0, out.cols) for r0, r1 in _chunks(out.rows, max(1, per_tile // out.cols))]
 
 

@@ -9,6 +9,8 @@ from amaranth import Cat, Const, Module, Mux, Signal, Value
 
 from rtl.params import PAGE_BYTES
 
+PAGE_SHIFT = PAGE_BYTES.bit_length() - 1  # an address's page number starts at this bit
+
 BEATS_BITS = 9  # a burst's beat count: 1..256
 
 
@@ -52,7 +54,7 @@ def advance_by_cut(addr: Value, c: Cut, pg: Value, left: Value, max_burst_beats:
     """`advance(addr, c.beats, data_bytes)` for the burst `cut` made from `pg` and `left`, with each of its three
     lengths (the rest of the copy, to the boundary, max_burst_beats) added from registers beside the cut, whose
     tests then only choose a sum. To the boundary, the sum is the boundary itself."""
-    boundary = Cat(Const(0, PAGE_BYTES.bit_length() - 1), _next_page(addr))
+    boundary = Cat(Const(0, PAGE_SHIFT), _next_page(addr))
     return Mux(c.last, advance(addr, left[:BEATS_BITS], data_bytes),
                Mux(c.at_page, boundary, advance(addr, max_burst_beats, data_bytes)))
 
@@ -62,13 +64,12 @@ def advance(addr: Value, beats: Value, data_bytes: int) -> Value:
     `cut` makes): the beats are added to the page offset alone, and the page number gains 1 only where the burst
     ends on the boundary. So no carry runs from the cut through the upper bits: their increment comes from the
     register alone, beside the cut, and the cut only picks it."""
-    pb = PAGE_BYTES.bit_length() - 1
     lg = (data_bytes - 1).bit_length()
-    low = addr[:pb] + (beats << lg)  # at most 4096: bit pb is set only where the burst ends on the boundary
-    return Cat(low[:pb], Mux(low[pb], _next_page(addr), addr[pb:]))
+    low = addr[:PAGE_SHIFT] + (beats << lg)  # at most 4096: the top bit only where the burst ends on the boundary
+    return Cat(low[:PAGE_SHIFT], Mux(low[PAGE_SHIFT], _next_page(addr), addr[PAGE_SHIFT:]))
 
 
 def _next_page(addr: Value) -> Value:
     """The page number of `addr` plus one, modulo the address width."""
-    high = addr[PAGE_BYTES.bit_length() - 1:]
+    high = addr[PAGE_SHIFT:]
     return (high + 1)[:len(high)]
