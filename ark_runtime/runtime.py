@@ -29,22 +29,21 @@ import os
 import sys
 import time
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ark_runtime.fusion import fuse
 from ark_runtime.host_values import from_bits, to_bits
-from ark_runtime.kernel.codegen import INCLUDE_DIR, SM90_TMA_ENV, THREADS, generate, tensor_maps_at
+from ark_runtime.kernel.codegen import INCLUDE_DIR, SM90_TMA_ENV, THREADS, tensor_maps_at
 from ark_runtime.kernel.program import build_program, tensor_words
 from ark_runtime.kernel.records import (CONTROL_DTYPE, FAULT_NAMES, FINISHED_WORDS, GRAPH_AHEAD, GRAPH_GATE, GRAPH_POOL,
                                         GRAPH_WAIT_TIMEOUT, GRAPH_WORDS, PROGRAM_DTYPE, RELAUNCH_FAILED, RING,
                                         expected_offsets)
 from ark_runtime.model import Model
-from ark_runtime.plan import Plan, PlanError, build_plan
+from ark_runtime.lower import SPLIT_K_ENV, LowerError, LowerOptions, lower
+from ark_runtime.plan import Plan
 from ark_runtime.profile import Profile, build_profile
 from ark_runtime.scheduler import PLACEMENTS, DeviceSpec
-from ark_runtime.split_k import split_k as split_k_matmuls
 from ark_runtime.tiling import switched_off
 
 SM_COPY_MAX = 64 * 1024  # "auto" copies up to this many bytes with the CTA's own stores; larger ones by DMA
@@ -53,7 +52,6 @@ DMA_ENGINES = ("card", "software-cuda")  # engines whose queues GPU code can pos
 # Device launches one run of the kernel's graph makes, below the fire-and-forget budget (120; a probe on the H100
 # got 119 through): the kernel relaunches its graph every GRAPH_LAUNCHES_PER_RUN // (graph copies) iterations.
 GRAPH_LAUNCHES_PER_RUN = 118
-SPLIT_K_ENV = "ARK_SPLIT_K"  # "0": Runtime's default is split_k=False
 GRAPH_AHEAD_ENV = "ARK_GRAPH_AHEAD"  # "0": graph copies launched at the copy, never ahead behind a gate (copy.cuh)
 GATE_THREADS = 32  # ark_graph_gate's block
 
@@ -156,12 +154,6 @@ class Runtime:
                 raise LoopError(f"the loop kernel of model {other.model.name!r} is still resident; stop() that "
                                 "Runtime first (CUDA cannot load another module while it runs)")
         self.source_model = model
-        # what runs: elementwise chains as single ops (fusion.py), unless asked to run every op as written
-        self.model = model = fuse(model) if fuse_chains else model
-        gone = sorted(set(bind) - {t.name for t in model.tensors})
-        if gone:
-            raise LoopError(f"bind names {', '.join(gone)}, which the kernel keeps in registers only (fused into "
-                            "an elementwise chain); bind the chain's inputs and result, or make it a model output")
         self._cupy = cupy
         self._state = "starting"
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
@@ -171,15 +163,12 @@ class Runtime:
         self.device_name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         hopper = cupy.cuda.Device().compute_capability == "90"  # wgmma: sm_90a only
         self._spec = DeviceSpec(num_sms=num_sms, wgmma=hopper)
-        if split_k is None:
-            split_k = not switched_off(SPLIT_K_ENV)
-        if split_k:  # matmuls too few tiles to fill the SMs, cut along K (split_k.py); bound names are kept
-            self.model = split_k_matmuls(self.model, self._spec)
+        self._options = LowerOptions(fuse_chains=fuse_chains, split_k=split_k, placement=placement)
         self._engine = self._device = self._queue = None
         self.graph_ahead = False  # graph copies launched ahead, held at a gate (_start; copy.cuh)
         self._graphs: list = []  # the graph copies' graphs, then the kernel's own (device_graphs.DeviceGraph)
         self._stream = None
-        self._paths = self._choose_copy_paths(engine, copy_path)
+        self._paths_by_name = self._choose_copy_paths(engine, copy_path)
         try:
             self._start(num_sms, placement, bind, budget_s)
         except BaseException:
@@ -191,14 +180,22 @@ class Runtime:
         """Plan (copies on the paths chosen), generate, compile, allocate, register and launch."""
         from driver.gpu import compile
 
-        cupy, model = self._cupy, self.model
+        kinds = tuple((name, path.split(":")[0]) for name, path in self._paths_by_name.items())
         try:
-            sm_copies = frozenset(op for op, path in self._paths.items() if path == "sm")
-            self.plan: Plan = build_plan(model, self._spec, placement, sm_copies)
-        except PlanError as exc:
+            self.lowered = lower(self.source_model, self._spec, replace(self._options, copy_paths=kinds))
+        except LowerError as exc:
             raise LoopError(str(exc)) from None
-        self._graph_ops = [op for op, path in sorted(self._paths.items()) if path == "graph"]
-        self.source = generate(model, self.plan, graph_copies=bool(self._graph_ops))
+        self.model = model = self.lowered.model
+        gone = sorted(set(bind) - {t.name for t in model.tensors})
+        if gone:
+            raise LoopError(f"bind names {', '.join(gone)}, which the kernel keeps in registers only (fused into "
+                            "an elementwise chain); bind the chain's inputs and result, or make it a model output")
+        self.plan: Plan = self.lowered.plan
+        self.source = self.lowered.source
+        self._paths = {op: self._paths_by_name[model.tensors[model.ops[op].output].name]
+                       for op in self.lowered.copy_paths}
+        self._graph_ops = self.lowered.graph_ops
+        cupy = self._cupy
         try:
             module = compile.load(self.source.text, extra=(f"-I{INCLUDE_DIR}",), cooperative=True,
                                   rdc=self.source.graph_copies)
@@ -281,17 +278,19 @@ class Runtime:
         arr = cupy.zeros(t.nbytes, cupy.uint8)
         return arr.data.ptr, arr, "device"
 
-    def _choose_copy_paths(self, engine: str | None, copy_path: str) -> dict[int, str]:
-        """Each copy op's path: "sm", "graph" or "engine:<name>" (opening the engine when one is wanted).
+    def _choose_copy_paths(self, engine: str | None, copy_path: str) -> dict[str, str]:
+        """Each copy op's path, by the name of the tensor it writes: "sm", "graph" or "engine:<name>" (opening the
+        engine when one is wanted).
 
         "auto" keeps copies up to SM_COPY_MAX on the SMs (fastest for small ones) and gives larger ones to a copy
         engine, without SMs: the card's queue when a card is open, else a device graph, else the software engine's
         queue, else the SMs. `engine` names the DMA engine ("auto": the card, then software-cuda; None: none)."""
-        copies = [op for op in self.model.ops if op.kind == "copy"]
+        model = self.source_model
+        copies = [op for op in model.ops if op.kind == "copy"]
         if not copies:
             return {}
         if copy_path == "sm":
-            return {op.id: "sm" for op in copies}
+            return {model.tensors[op.output].name: "sm" for op in copies}
         if copy_path == "graph":
             reason = graph_copies_unavailable()
             if reason:
@@ -299,9 +298,9 @@ class Runtime:
             if len(copies) > GRAPH_LAUNCHES_PER_RUN:
                 raise LoopError(f"copy_path='graph' takes at most {GRAPH_LAUNCHES_PER_RUN} copy ops (each launches "
                                 f"a graph every iteration); this model has {len(copies)}: give the rest 'engine'")
-            return {op.id: "graph" for op in copies}
-        large = [op for op in copies if copy_path == "engine" or self.model.tensors[op.output].nbytes > SM_COPY_MAX]
-        paths = {op.id: "sm" for op in copies}
+            return {model.tensors[op.output].name: "graph" for op in copies}
+        large = [op for op in copies if copy_path == "engine" or model.tensors[op.output].nbytes > SM_COPY_MAX]
+        paths = {model.tensors[op.output].name: "sm" for op in copies}
         if not large:
             return paths
         graphs_ok = graph_copies_unavailable() is None
@@ -318,12 +317,12 @@ class Runtime:
         for op in large:
             if self._device is not None and (self._engine.name == "card" or copy_path == "engine"
                                              or engine == "software-cuda"):
-                paths[op.id] = f"engine:{self._engine.name}"
+                paths[model.tensors[op.output].name] = f"engine:{self._engine.name}"
             elif graphs < GRAPH_LAUNCHES_PER_RUN and graphs_ok:
-                paths[op.id] = "graph"
+                paths[model.tensors[op.output].name] = "graph"
                 graphs += 1
             elif self._device is not None:
-                paths[op.id] = f"engine:{self._engine.name}"
+                paths[model.tensors[op.output].name] = f"engine:{self._engine.name}"
         return paths
 
     def _open_engine(self, engine: str, required: bool = True) -> None:

@@ -30,20 +30,17 @@ def register(sub) -> None:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from ark_runtime.fusion import fuse
+    from ark_runtime.lower import LowerError, LowerOptions, lower
     from ark_runtime.model import ModelError
     from ark_runtime.models import named
-    from ark_runtime.plan import PlanError, build_plan
     from ark_runtime.scheduler import DeviceSpec
-    from ark_runtime.split_k import split_k
 
     try:
         model = named(args.model)
-        device = DeviceSpec(num_sms=args.sms)
-        runs = split_k(fuse(model), device)  # what the loop kernel runs (on a GPU with wgmma)
-        plan = build_plan(runs, device, args.placement)
-    except (ModelError, PlanError) as exc:
+        lowered = lower(model, DeviceSpec(num_sms=args.sms), LowerOptions(placement=args.placement))
+    except (ModelError, LowerError) as exc:
         raise ArkdmaError(str(exc)) from exc
+    plan, runs = lowered.plan, lowered.model
     stats = plan.stats()
     changes = [what for what, done in (("elementwise chains fused", any(o.kind == "fused" for o in runs.ops)),
                                        ("short matmuls split along K", any(o.kind == "split_sum" for o in runs.ops)))
