@@ -36,9 +36,9 @@ import numpy as np
 from ark_runtime.host_values import from_bits, to_bits
 from ark_runtime.kernel.codegen import INCLUDE_DIR, SM90_TMA_ENV, THREADS, tensor_maps_at
 from ark_runtime.kernel.program import build_program, tensor_words
-from ark_runtime.kernel.records import (CONTROL_DTYPE, FAULT_NAMES, FINISHED_WORDS, GRAPH_AHEAD, GRAPH_GATE, GRAPH_POOL,
-                                        GRAPH_WAIT_TIMEOUT, GRAPH_WORDS, PROGRAM_DTYPE, RELAUNCH_FAILED, RING,
-                                        expected_offsets)
+from ark_runtime.kernel.codes import (FAULT_NAMES, FINISHED_WORDS, GRAPH_AHEAD, GRAPH_GATE, GRAPH_POOL, GRAPH_WAIT_TIMEOUT,
+                                      GRAPH_WORDS, RELAUNCH_FAILED, RING)
+from ark_runtime.kernel.records import CONTROL_DTYPE, PROGRAM_DTYPE, expected_offsets
 from ark_runtime.model import Model
 from ark_runtime.lower import SPLIT_K_ENV, LowerError, LowerOptions, lower
 from ark_runtime.plan import Plan

@@ -28,7 +28,7 @@ from typing import Callable
 import numpy as np
 
 from ark_runtime import models
-from ark_runtime.kernel.records import RING
+from ark_runtime.kernel.codes import RING
 from ark_runtime.model import Model
 
 CASES = ("a", "b", "c", "d", "e", "f")

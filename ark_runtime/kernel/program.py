@@ -17,7 +17,9 @@ import numpy as np
 
 from ark_runtime.plan import Plan
 
-INS_RUN, INS_SIGNAL, INS_WAIT = 0, 1, 2
+from ark_runtime.kernel.codes import Ins
+
+INS_RUN, INS_SIGNAL, INS_WAIT = Ins.RUN.value, Ins.SIGNAL.value, Ins.WAIT.value
 INS_WORDS = 8  # int32 per instruction (loop.cuh: two int4)
 
 

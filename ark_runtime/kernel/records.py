@@ -12,22 +12,11 @@ CONTROL_DTYPE = np.dtype([
     ("fault", "<u4"), ("fault_sm", "<u4"), ("fault_tile", "<i4"), ("fault_counter", "<i4"),
     ("fault_expected", "<u8"), ("fault_observed", "<u8"), ("fault_detail", "<u8"),
 ])
-RING = 64  # loop.cuh: iterations one CTA may run ahead of the slowest (slots of the `finished` array)
-FINISHED_WORDS = RING + 4  # loop.cuh: the slots, then done, go, stop as seen, and where a relaunch goes on from
-GRAPH_POOL = 4  # copy.cuh: instances of each graph copy's graph, launched in turn
-GRAPH_GATE = 2 + GRAPH_POOL  # copy.cuh: per graph copy, done, launches, a token per instance, the gate, the launch
-GRAPH_AHEAD = 3 + GRAPH_POOL  # made ahead
-GRAPH_WORDS = 4 + GRAPH_POOL
 
 PROGRAM_POINTERS = ("ins", "stream_start", "members", "counters", "finished", "done_ns", "fault_flag", "tensors",
                     "tile_ns", "copies", "graphs", "graph_words")
 PROGRAM_DTYPE = np.dtype([*((name, "<u8") for name in PROGRAM_POINTERS), ("budget_ns", "<u8"),
                           ("segment_iterations", "<u8"), ("control", "<u8")])
-
-# FaultCode in loop.cuh; FAULT_GRAPH's details (copy.cuh, loop.cuh)
-FAULT_NAMES = {1: "TIMEOUT", 2: "BAD_INDEX", 3: "DMA", 4: "STOPPED", 5: "DEVICE_GRAPH"}
-GRAPH_WAIT_TIMEOUT = 1000
-RELAUNCH_FAILED = 2000
 
 
 def layout_checks() -> list[str]:
@@ -37,11 +26,6 @@ def layout_checks() -> list[str]:
     for cname, dtype in (("ark::Control", CONTROL_DTYPE), ("ark::Program", PROGRAM_DTYPE)):
         out.append(f'static_assert(sizeof({cname}) == {dtype.itemsize}, "{cname} differs from records.py");')
         fields += [(cname, name) for name in dtype.names]
-    for name, value in (("RING", RING), ("FINISHED_WORDS", FINISHED_WORDS), ("GRAPH_POOL", GRAPH_POOL),
-                        ("GRAPH_GATE", GRAPH_GATE), ("GRAPH_AHEAD", GRAPH_AHEAD), ("GRAPH_WORDS", GRAPH_WORDS),
-                        ("GRAPH_WAIT_TIMEOUT", GRAPH_WAIT_TIMEOUT),
-                        ("RELAUNCH_FAILED", RELAUNCH_FAILED)):
-        out.append(f'static_assert(ark::{name} == {value}, "ark::{name} differs from records.py");')
     body = "\n".join(f"  out[{i}] = (unsigned long long)((const char*)&{'c' if cname == 'ark::Control' else 'p'}.{name} - "
                      f"(const char*)&{'c' if cname == 'ark::Control' else 'p'});" for i, (cname, name) in enumerate(fields))
     out.append('extern "C" __global__ void ark_layout(unsigned long long* out) {\n'

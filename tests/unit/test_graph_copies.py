@@ -8,7 +8,6 @@ import pytest
 
 from ark_runtime import models
 from ark_runtime.kernel.codegen import INCLUDE_DIR, generate
-from ark_runtime.kernel.records import GRAPH_AHEAD, GRAPH_GATE, GRAPH_POOL, GRAPH_WORDS, layout_checks
 from ark_runtime.model import Model
 from ark_runtime.plan import build_plan
 from ark_runtime.scheduler import DeviceSpec
@@ -31,8 +30,8 @@ def test_a_kernel_with_graph_copies_compiles_as_relocatable_code(arch, model):
 
     src = generate(model, build_plan(model, DeviceSpec(num_sms=132)), graph_copies=True)
     assert src.graph_copies and "#define ARK_GRAPH_COPIES 1" in src.text
-    assert 'extern "C" __global__ void ark_graph_gate(' in src.text  # a gated copy graph's first node
-    assert compile.cubin(src.text, arch, (f"-I{INCLUDE_DIR}", "-rdc=true"))[:4] == b"\x7fELF"
+    cubin = compile.cubin(src.text, arch, (f"-I{INCLUDE_DIR}", "-rdc=true"))
+    assert cubin[:4] == b"\x7fELF" and b"ark_graph_gate" in cubin  # a gated copy graph's first node
 
 
 def test_only_kernels_with_graph_copies_launch_graphs():
@@ -47,15 +46,6 @@ def test_only_kernels_with_graph_copies_launch_graphs():
     with_graphs = generate(m, build_plan(m, DeviceSpec(num_sms=132)), graph_copies=True)
     with pytest.raises(compile.CompileError):
         compile.cubin(with_graphs.text, "sm_90", (f"-I{INCLUDE_DIR}",))
-
-
-def test_the_graph_constants_are_checked_in_every_kernel():
-    checks = "\n".join(layout_checks())
-    for name, value in (("GRAPH_POOL", GRAPH_POOL), ("GRAPH_WORDS", GRAPH_WORDS), ("GRAPH_GATE", GRAPH_GATE),
-                        ("GRAPH_AHEAD", GRAPH_AHEAD), ("FINISHED_WORDS", None)):
-        assert f"ark::{name} ==" in checks
-        if value is not None:
-            assert f"ark::{name} == {value}" in checks
 
 
 @pytest.mark.parametrize(("src", "dst"), [("gpu", "host"), ("device", "pinned"), ("", "device")])

@@ -168,7 +168,7 @@ def test_the_switch_turns_the_wgmma_tile_off(monkeypatch):
     assert sm90_matmul_block(8192, 8192, 8192, "bf16", 132) is None
     model, plan, src = _generate(models.named("matmul8192"), sms=132)
     assert "matmul_tile_sm90" not in src.text and SM90_ARCH_MARK not in src.text and not src.tensor_maps
-    assert "__launch_bounds__(THREADS, ARK_MIN_BLOCKS)" in src.text and "#define ARK_MIN_BLOCKS 2" in src.text
+    assert "#define ARK_MIN_BLOCKS 2" in src.text  # loop_kernel.cuh's __launch_bounds__(THREADS, ARK_MIN_BLOCKS)
     bm, bn = matmul_block(8192, 8192, 132)
     assert len(plan.tiles) == (8192 // bm) * (8192 // bn)
 

@@ -6,6 +6,8 @@
 
 #include <arkdma/device.cuh>
 
+#include "codes.h"  // GRAPH_POOL, GRAPH_GATE, GRAPH_AHEAD, GRAPH_WORDS, GRAPH_WAIT_TIMEOUT (generated)
+
 namespace ark {
 
 constexpr unsigned long long DMA_CHUNK = 1ull << 30;  // bytes per descriptor (the length field is 32 bits)
@@ -49,11 +51,6 @@ __device__ __forceinline__ unsigned dma_copy(const arkdma_queue& q, int src_regi
  * kernel's graph nothing is launched ahead (a tail launch waits for the fire-and-forget work); a kernel that leaves
  * early (stopped, faulted) opens any gate still shut (open_gates): the copy then moves what the source holds, which
  * is what the copy before it moved unless the host wrote the source while the kernel ran. */
-constexpr int GRAPH_POOL = 4;
-constexpr int GRAPH_GATE = 2 + GRAPH_POOL;
-constexpr int GRAPH_AHEAD = 3 + GRAPH_POOL;
-constexpr int GRAPH_WORDS = 4 + GRAPH_POOL;
-constexpr unsigned GRAPH_WAIT_TIMEOUT = 1000u;  // fault detail: the graph launched but its token never landed
 
 #if ARK_GRAPH_COPIES
 __shared__ bool graph_ahead;  // thread 0: the next iteration runs in this run of the kernel's graph (ark_loop sets it)

@@ -29,12 +29,10 @@
 
 #include <arkdma/device.cuh>
 
+#include "codes.h"  // Ins, FaultCode, RING and the graph copies' words (generated)
+
 namespace ark {
 
-enum Ins : int { INS_RUN = 0, INS_SIGNAL = 1, INS_WAIT = 2 };
-enum FaultCode : unsigned { FAULT_NONE = 0, FAULT_TIMEOUT = 1, FAULT_BAD_INDEX = 2, FAULT_DMA = 3, FAULT_STOPPED = 4,
-                            FAULT_GRAPH = 5 };
-constexpr unsigned RELAUNCH_FAILED = 2000u;  // FAULT_GRAPH detail: RELAUNCH_FAILED + the tail launch's cudaError_t
 
 /* In pinned host memory, mapped for the GPU: written by the host (go, stop) and by the kernel (the rest). */
 struct Control {
@@ -47,8 +45,6 @@ struct Control {
   int fault_counter;        // the counter waited on, -1 when none
   unsigned long long fault_expected, fault_observed, fault_detail;
 };
-
-constexpr int RING = 64;
 
 /* In GPU memory, built by the host from the plan (ark_runtime/kernel/program.py). */
 struct Program {
@@ -107,7 +103,8 @@ __device__ __noinline__ void fault(const Program& p, unsigned code, int tile, in
   __threadfence_system();
 }
 
-constexpr int GO_SEEN = RING + 1, STOP_SEEN = RING + 2, SEGMENT_AT = RING + 3, FINISHED_WORDS = RING + 4;
+constexpr int GO_SEEN = RING + 1, STOP_SEEN = RING + 2, SEGMENT_AT = RING + 3;
+static_assert(FINISHED_WORDS == RING + 4, "codes.py: the ring's slots, then published, go, stop and the segment");
 
 /* The host's stop word, read across PCIe and passed on to the GPU copy every CTA watches. */
 __device__ __forceinline__ bool host_stop(const Program& p) {
