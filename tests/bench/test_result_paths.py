@@ -73,10 +73,11 @@ def test_the_check_finds_planted_dangling_references(tmp_path):
     doc = tmp_path / "bench/results/h100/run/README.md"
     doc.write_text("Files: `bench/results/h100/run/loop.json`, `../run/a_*.json`, [here](loop.json).\n"
                    "Gone: `bench/results/h100/old/loop.json`, see `../old/`\n"
-                   "and [the script](../../../experiments/run/ab.py), `docs/none.md`, `bench/results/h100/run/b_*.json`.\n")
+                   "and [the script](../../../experiments/run/ab.py), `docs/none.md`,\n"
+                   "`bench/results/h100/run/b_*.json`.\n")
     assert dangling(doc, tmp_path) == [
         "line 2: bench/results/h100/old/loop.json", "line 2: ../old/",
-        "line 3: docs/none.md", "line 3: bench/results/h100/run/b_*.json", "line 3: ../../../experiments/run/ab.py"]
+        "line 3: docs/none.md", "line 3: ../../../experiments/run/ab.py", "line 4: bench/results/h100/run/b_*.json"]
 
 
 def test_bench_results_hold_no_scripts_or_patches():
@@ -96,8 +97,9 @@ def test_there_are_experiments_to_check():
 @pytest.mark.parametrize("folder", EXPERIMENTS, ids=lambda p: p.name)
 def test_an_experiments_scripts_and_results_name_each_other(folder):
     readme = folder / "README.md"
-    assert readme.is_file(), f"{folder.relative_to(ROOT)} has no README.md saying what it asked and where its results are"
-    results = [m.rstrip(".") for m in ROOTED.findall(readme.read_text(encoding="utf-8")) if m.startswith("bench/results/")]
+    assert readme.is_file(), f"{folder.relative_to(ROOT)} has no README.md (its question, results)"
+    named = ROOTED.findall(readme.read_text(encoding="utf-8"))
+    results = [m.rstrip(".") for m in named if m.startswith("bench/results/")]
     assert results, f"{readme.relative_to(ROOT)} names no results folder under bench/results/"
     back = f"bench/experiments/{folder.name}/"
     for r in results:
