@@ -3,7 +3,7 @@ import sys
 import numpy as np
 import cupy
 from cupy.cuda import runtime, driver
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[5]))  # the checkout
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[3]))  # the checkout
 from driver.gpu import compile
 from driver.gpu.device_graphs import capture
 

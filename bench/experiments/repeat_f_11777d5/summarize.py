@@ -1,4 +1,5 @@
-"""Medians and ranges of the copy rows over the runs in this folder (python3 summarize.py)."""
+"""Medians and ranges of the copy rows over the runs of bench/results/h100/repeat_f_11777d5/ (run there:
+python3 ../../../experiments/repeat_f_11777d5/summarize.py)."""
 import glob
 import json
 import statistics
