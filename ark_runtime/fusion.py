@@ -19,8 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ark_runtime.model import Model, Op
-
-ELEMENTWISE = ("unary", "binary")
+from ark_runtime.ops import spec
 
 
 @dataclass
@@ -40,11 +39,8 @@ def _consumers(model: Model) -> dict[int, int]:
     return n
 
 
-HEADS = ELEMENTWISE + ("matmul",)  # ops a chain can start at
-
-
 def _joins(model: Model, chain: _Chain | None, op: Op, consumers: dict[int, int]) -> bool:
-    if chain is None or op.kind not in ELEMENTWISE:
+    if chain is None or not spec(op.kind).elementwise:
         return False
     last = model.tensors[chain.result]
     out = model.tensors[op.output]
@@ -65,7 +61,8 @@ def chains(model: Model) -> list[list[Op]]:
         if chain is not None:
             groups.append(chain.ops)
             chain = None
-        if op.kind in HEADS and not op.attr("epilogue"):
+        kind = spec(op.kind)
+        if (kind.elementwise or kind.chain_head) and not op.attr("epilogue"):
             chain = _Chain([op])
         else:
             groups.append([op])
@@ -87,7 +84,7 @@ def fuse(model: Model) -> Model:
             op = group[0]
             inputs = tuple(new_id[i] for i in op.inputs)
             kind, fn, attrs = op.kind, op.fn, op.attrs
-        elif group[0].kind == "matmul":
+        elif spec(group[0].kind).chain_head:
             head = group[0]
             steps, ext = _steps(group[1:], {head.output: ("in", 0)}, first_in=1)
             inputs = tuple(new_id[i] for i in (*head.inputs, *ext))

@@ -21,7 +21,7 @@ from ark_runtime.model import Model
 from ark_runtime.scheduler import DeviceSpec, Placement, place
 from ark_runtime.tiling import Tile, TooManyTiles, dependencies, tile_model
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2  # 2: each op's kernel variant (`variants`)
 OP_COUNTER_FROM = 5  # waits on more tiles of one op than this go through the op's counter
 
 
@@ -50,10 +50,12 @@ class Plan:
     # per SM: {"op": "run", "tile"} | {"op": "signal", "counter"} | {"op": "wait", "counter", "delta"}
     streams: list[list[dict]]
     estimate: dict = field(default_factory=dict)  # per tile SM/start/finish (ns) and the makespan, from the cost model
+    variants: list[dict] = field(default_factory=list)  # per op: its kernel choice (template, block, stages, ...)
 
     def as_json(self) -> dict:
-        return {"version": PLAN_VERSION, "model": self.model, "device": self.device, "tiles": self.tiles,
-                "deps": self.deps, "counters": self.counters, "streams": self.streams, "estimate": self.estimate}
+        return {"version": PLAN_VERSION, "model": self.model, "device": self.device, "variants": self.variants,
+                "tiles": self.tiles, "deps": self.deps, "counters": self.counters, "streams": self.streams,
+                "estimate": self.estimate}
 
     def dumps(self) -> str:
         return json.dumps(self.as_json(), separators=(",", ":"))
@@ -62,11 +64,11 @@ class Plan:
     def from_json(data: dict) -> Plan:
         if data.get("version") != PLAN_VERSION:
             raise PlanError(f"plan version {data.get('version')!r}; this runtime reads version {PLAN_VERSION}")
-        missing = {"model", "device", "tiles", "deps", "counters", "streams"} - set(data)
+        missing = {"model", "device", "variants", "tiles", "deps", "counters", "streams"} - set(data)
         if missing:
             raise PlanError(f"plan lacks {', '.join(sorted(missing))}")
         return Plan(data["model"], data["device"], data["tiles"], data["deps"], data["counters"], data["streams"],
-                    data.get("estimate", {}))
+                    data.get("estimate", {}), data["variants"])
 
     @property
     def num_sms(self) -> int:
@@ -144,18 +146,33 @@ def _streams(tiles: list[Tile], deps: list[tuple[int, ...]],
     return counters, streams
 
 
+def choose_variants(model: Model, device: DeviceSpec, overrides: dict[int, dict] | None = None) -> list[dict]:
+    """Each op's kernel choice, made once by its spec (ark_runtime/ops/); `overrides` (per op id) set what is chosen
+    outside the op, as a copy's path."""
+    from ark_runtime.ops import spec
+
+    out = []
+    for op in model.ops:
+        v = spec(op.kind).variant(model, op, device)
+        v.update((overrides or {}).get(op.id, {}))
+        out.append(v)
+    return out
+
+
 def build_plan(model: Model, device: DeviceSpec | None = None, placement: str = "cost",
-               sm_copies: frozenset[int] = frozenset()) -> Plan:
+               sm_copies: frozenset[int] = frozenset(), variants: list[dict] | None = None) -> Plan:
     """Tiles, their placement (scheduler.PLACEMENTS) and the streams with their counters; raises PlanError if
-    an invariant fails. `sm_copies`: the copy ops the CTAs move themselves (cut into tiles over the SMs); every
-    other copy is one tile that posts a DMA."""
+    an invariant fails. `variants`: each op's kernel choice (choose_variants' unless given; `sm_copies`, the copy ops
+    the CTAs move themselves, cut into tiles over the SMs: every other copy is one tile that posts a DMA)."""
     from ark_runtime.plan_check import check
 
     device = device or DeviceSpec()
     if not model.ops:
         raise PlanError(f"model {model.name!r} has no ops to plan")
+    if variants is None:
+        variants = choose_variants(model, device, {op: {"path": "sm"} for op in sm_copies})
     try:
-        tiles = tile_model(model, device.num_sms, sm_copies, device.wgmma)
+        tiles = tile_model(model, device.num_sms, device.wgmma, variants)
     except TooManyTiles as exc:
         raise PlanError(f"model {model.name!r}: {exc}") from None
     deps = dependencies(model, tiles)
@@ -168,7 +185,7 @@ def build_plan(model: Model, device: DeviceSpec | None = None, placement: str = 
     plan = Plan(model.as_json(), device.as_json(), [t.as_json() for t in tiles], [list(d) for d in deps],
                 [c.as_json() for c in counters], streams,
                 {"placement": placement, "sm": list(where.sm), "start_ns": list(where.start_ns),
-                 "finish_ns": list(where.finish_ns), "makespan_ns": where.makespan_ns})
+                 "finish_ns": list(where.finish_ns), "makespan_ns": where.makespan_ns}, variants)
     problems = check(plan)
     if problems:
         raise PlanError(f"the plan of {model.name!r} breaks {len(problems)} invariant(s): " + "; ".join(problems[:5]))

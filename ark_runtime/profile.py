@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ark_runtime.model import Model
+from ark_runtime.ops import spec
 from ark_runtime.plan import Plan
 
 
@@ -62,12 +63,7 @@ class Profile:
 
 
 def _what(model: Model, op) -> str:
-    if op.kind == "fused":
-        steps = op.attr("steps")
-        return f"fused {steps[0][0]}+{len(steps) - 1}"
-    what = op.kind if op.fn in (None, op.kind) else f"{op.kind} {op.fn}"
-    epilogue = op.attr("epilogue")
-    return f"{what} +{'+'.join(step[0] for step in epilogue)}" if epilogue else what
+    return spec(op.kind).describe(op)
 
 
 def build_profile(model: Model, plan: Plan, stamps: np.ndarray) -> Profile:

@@ -4,116 +4,26 @@
 only the regions it declares it reads: everything else of its inputs is NaN when it runs, and every tensor
 an op writes starts as NaN. A tile that reads outside its regions, or before its producers ran, leaves NaN
 or a wrong value in the result, so comparing `run_plan` with `evaluate` checks the tiling, the dependencies
-and the schedule together. These are also the semantics the GPU kernel's op templates implement (GELU is
-the tanh form; layernorm and rmsnorm scale by their weights, layernorm adds its bias).
+and the schedule together. Each op's float64 semantics are its spec's (ark_runtime/ops/<kind>.py `reference`), which
+the GPU kernel's op templates implement (GELU is the tanh form; layernorm and rmsnorm scale by their weights,
+layernorm adds its bias); an id outside its table raises BadIndex, where the kernel faults.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ark_runtime.model import Model, Op
+from ark_runtime.ops import spec
+from ark_runtime.ops.spec import BadIndex
 from ark_runtime.plan_check import run_problems
 
-UNARY_FNS = {
-    "gelu": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
-    "silu": lambda x: x / (1 + np.exp(-x)),
-    "relu": lambda x: np.maximum(x, 0),
-    "exp": np.exp,
-    "neg": np.negative,
-    "sqrt": np.sqrt,
-    "rsqrt": lambda x: 1 / np.sqrt(x),
-    "identity": lambda x: x,
-}
-BINARY_FNS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum}
-REDUCE_FNS = {"sum": np.sum, "max": np.max, "mean": np.mean}
-
-
-def _softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def _attention(q, k, v, heads: int, causal: bool):
-    """Per head, each query over keys 0..i (causal) or all: only those key and value rows are touched."""
-    s, e = q.shape[-2], q.shape[-1]
-    d = e // heads
-    q2, k2, v2 = (t.reshape(-1, s, e) for t in (q, k, v))
-    out = np.empty_like(q2)
-    for b in range(q2.shape[0]):
-        for h in range(heads):
-            cols = slice(h * d, (h + 1) * d)
-            for i in range(s):
-                n = i + 1 if causal else s
-                scores = k2[b, :n, cols] @ q2[b, i, cols] / math.sqrt(d)
-                w = np.exp(scores - scores.max())
-                out[b, i, cols] = (w / w.sum()) @ v2[b, :n, cols]
-    return out.reshape(q.shape)
-
-
-def _epilogue(op: Op, value: np.ndarray, extras: list[np.ndarray]) -> np.ndarray:
-    """An op's fused elementwise steps (fusion.py) on its result: ("in", 0) the result, ("in", j) extras[j - 1]."""
-    steps = op.attr("epilogue")
-    if not steps:
-        return value
-    ins = [value] + [e.reshape(value.shape) if e.size == value.size else e for e in extras]
-    values: list[np.ndarray] = []
-    for fn, *refs in steps:
-        xs = [ins[j] if where == "in" else values[j] for where, j in refs]
-        values.append(UNARY_FNS[fn](*xs) if fn in UNARY_FNS else BINARY_FNS[fn](*xs))
-    return values[-1]
+__all__ = ["BadIndex", "apply", "evaluate", "run_plan"]
 
 
 def apply(op: Op, args: list[np.ndarray]) -> np.ndarray:
-    """One op on whole tensors (float64; ids as ints)."""
-    if op.kind == "unary":
-        return UNARY_FNS[op.fn](args[0])
-    if op.kind == "binary":
-        return BINARY_FNS[op.fn](args[0], args[1])
-    if op.kind == "fused":
-        values: list[np.ndarray] = []
-        for fn, *refs in op.attr("steps"):
-            xs = [args[j] if where == "in" else values[j] for where, j in refs]
-            values.append(UNARY_FNS[fn](*xs) if fn in UNARY_FNS else BINARY_FNS[fn](*xs))
-        return values[-1]
-    if op.kind == "reduce":
-        return REDUCE_FNS[op.fn](args[0], axis=-1, keepdims=True)
-    if op.kind == "softmax":
-        return _softmax(args[0])
-    if op.kind == "layernorm":
-        x, w, b = args
-        mu = x.mean(axis=-1, keepdims=True)
-        var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
-        return (x - mu) / np.sqrt(var + op.attr("eps")) * w + b
-    if op.kind == "rmsnorm":
-        x, w = args
-        return x / np.sqrt((x ** 2).mean(axis=-1, keepdims=True) + op.attr("eps")) * w
-    if op.kind == "matmul" and op.attr("k_splits"):  # split_k.py: part s's sums at rows s * M ..
-        a, b = args[0].reshape(-1, args[1].shape[0]), args[1]
-        kp = b.shape[0] // op.attr("k_splits")
-        return np.concatenate([a[:, s * kp:(s + 1) * kp] @ b[s * kp:(s + 1) * kp] for s in range(op.attr("k_splits"))])
-    if op.kind == "split_sum":
-        parts = op.attr("k_splits")
-        return _epilogue(op, args[0].reshape(parts, -1, args[0].shape[-1]).sum(axis=0), args[1:])
-    if op.kind == "matmul":
-        return _epilogue(op, args[0] @ args[1], args[2:])
-    if op.kind == "attention":
-        return _attention(*args, heads=op.attr("heads"), causal=op.attr("causal", True))
-    if op.kind == "rope":
-        x, cos, sin = args
-        x1, x2 = x[..., 0::2], x[..., 1::2]
-        out = np.empty_like(x)
-        out[..., 0::2] = x1 * cos - x2 * sin
-        out[..., 1::2] = x1 * sin + x2 * cos
-        return out
-    if op.kind == "embedding":
-        table, ids = args
-        return table[np.nan_to_num(ids, nan=-1).astype(np.int64)]
-    if op.kind == "copy":
-        return args[0].copy()
-    raise ValueError(f"op kind {op.kind!r} has no reference")
+    """One op on whole tensors (float64; ids as ints), as its spec computes it; BadIndex for an id outside its table."""
+    return spec(op.kind).reference(op, args)
 
 
 def _check_inputs(model: Model, inputs: dict[str, np.ndarray]) -> dict[int, np.ndarray]:

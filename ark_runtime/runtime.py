@@ -34,7 +34,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ark_runtime.host_values import from_bits, to_bits
-from ark_runtime.kernel.codegen import INCLUDE_DIR, SM90_TMA_ENV, THREADS, tensor_maps_at
+from ark_runtime.kernel.codegen import INCLUDE_DIR, THREADS, tensor_maps_at
+from ark_runtime.ops.matmul import SM90_TMA_ENV
 from ark_runtime.kernel.program import build_program, tensor_words
 from ark_runtime.kernel.codes import (FAULT_NAMES, FINISHED_WORDS, GRAPH_AHEAD, GRAPH_GATE, GRAPH_POOL, GRAPH_WAIT_TIMEOUT,
                                       GRAPH_WORDS, RELAUNCH_FAILED, RING)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from ark_runtime.fusion import inputs_of
 from ark_runtime.model import Model, Op
 from ark_runtime.scheduler import DeviceSpec
-from ark_runtime.tiling import k_splits
+from ark_runtime.ops.matmul import k_splits
 
 
 def splits_of(model: Model, op: Op, device: DeviceSpec) -> int:

@@ -132,7 +132,7 @@ def test_elementwise_tiles_of_every_shape_match_the_reference(gpu, dtype):
     (no division by the width) or of part of a row. (3, 8292) cuts each row into 8192 columns and a 100-column rest,
     (1, 200) is one small tile of a whole row, (64, 64) tiles of 32 whole rows; a broadcast row and column read
     through the same index maps."""
-    from ark_runtime.tiling import op_tiles
+    from ark_runtime.tiling import tile_model
 
     m = Model(f"map-paths-{dtype}")
     wide, row = m.input("wide", (3, 8292), dtype), m.input("row", (1, 8292), dtype)
@@ -140,9 +140,10 @@ def test_elementwise_tiles_of_every_shape_match_the_reference(gpu, dtype):
         "col", (64, 1), dtype)
     m.output(m.add(m.unary("neg", wide), row), m.unary("exp", small), m.mul(square, col))
     shapes = set()
+    tiles = tile_model(m, 132)
     for op in m.ops:
         out = m.tensors[op.output]
-        for t in op_tiles(m, op, 0, 132):
+        for t in (t for t in tiles if t.op == op.id):
             w = t.writes
             shapes.add(((w.r1 - w.r0) * (w.c1 - w.c0) <= 256, w.c1 - w.c0 == out.cols))
     assert shapes == {(True, True), (True, False), (False, True), (False, False)}
@@ -156,7 +157,7 @@ def test_skinny_matmuls_match_the_reference(gpu, rows, dtype):
     or N not multiples of 8 (element-wise copies); three iterations reuse each SM's slices. bf16/fp16 ones of more
     than 4 rows with K and N multiples of 8 multiply on tensor cores (gemv_mma.cuh) in tiles of 32 columns (N 1000),
     64 (N 8192) and 128 (N 16384), the rest on the FMA units (gemv.cuh)."""
-    from ark_runtime.tiling import skinny_mma
+    from ark_runtime.ops.matmul import skinny_mma
 
     m = Model(f"skinny{rows}-{dtype}")
     ys = []
@@ -190,7 +191,7 @@ def _attention_model(dtype: str, d: int, heads: int = 2) -> Model:
 
 
 def _query_blocks(model: Model, sms: int) -> set[int]:
-    from ark_runtime.tiling import attention_block
+    from ark_runtime.ops.attention import attention_block
 
     blocks = set()
     for op in model.ops:
@@ -273,7 +274,7 @@ def test_a_padded_down_projection_in_wide_split_parts(gpu):
     """mlp-b8's shape of down projection (8 rows, K 4096 here): on 132 SMs its K in 4 parts of 128-column tiles on
     tensor cores (gemv_mma.cuh, A's 8 rows as the mma's N), each tile's fp32 sums added by the split_sum."""
     from ark_runtime import models
-    from ark_runtime.tiling import SKINNY_PART_COLS
+    from ark_runtime.ops.matmul import SKINNY_PART_COLS
 
     rt = _check(models.mlp(8, hidden=4096, inner=4096))
     split = next(o for o in rt.model.ops if o.kind == "matmul" and o.attr("k_splits"))

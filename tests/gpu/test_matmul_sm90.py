@@ -13,9 +13,10 @@ import math
 import numpy as np
 import pytest
 
-from ark_runtime.kernel.codegen import INCLUDE_DIR, headers_digest, sm90_stage_bytes, sm90_stages
+from ark_runtime.kernel.codegen import INCLUDE_DIR, headers_digest
+from ark_runtime.ops.matmul import sm90_stage_bytes, sm90_stages
 from ark_runtime.model import Model
-from ark_runtime.tiling import SM90_BLOCKS
+from ark_runtime.ops.matmul import SM90_BLOCKS
 
 pytestmark = pytest.mark.gpu
 TOL = {"bf16": 1e-2, "fp16": 2e-3}  # of the output's scale: bf16 keeps 8 bits, fp16 11

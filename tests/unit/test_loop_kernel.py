@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from ark_runtime import models
 from ark_runtime.fusion import fuse
 from ark_runtime.host_values import from_bits, to_bits
-from ark_runtime.kernel.codegen import INCLUDE_DIR, GemvConfig, GemvMmaConfig, generate
+from ark_runtime.kernel.codegen import INCLUDE_DIR, generate
+from ark_runtime.ops.matmul import GemvConfig, GemvMmaConfig
 from ark_runtime.kernel.program import INS_RUN, INS_SIGNAL, INS_WAIT, INS_WORDS, build_program
 from ark_runtime.kernel.records import CONTROL_DTYPE, PROGRAM_DTYPE, expected_offsets, layout_checks
 from ark_runtime.model import Model, ModelError
@@ -127,7 +128,7 @@ ATTENTION_CASES = [(300, 64, 2, True, 8),  # 64 queries a tile: 4 groups x 2 key
 def test_attention_compiles_for_every_tile_kind(dtype):
     """The tensor-core tile (bf16, fp16; the scalar tile for fp32) at every query block, key split and stage count,
     the element-wise loads and the two-pass head dimensions; a kernel per SM count planned for."""
-    from ark_runtime.tiling import attention_block
+    from ark_runtime.ops.attention import attention_block
 
     for sms in (8, 132):
         m = Model(f"attention-{dtype}-{sms}")
@@ -157,7 +158,7 @@ def test_row_ops_compile_for_every_team_and_width(dtype):
 
 
 def test_row_teams_fit_the_rows():
-    from ark_runtime.tiling import row_block_rows, row_team
+    from ark_runtime.ops.blocks import row_block_rows, row_team
 
     assert row_team("bf16", 128, 1024, 132) == 128  # layernorm of block-s128: one row a tile, 16 bytes a thread
     assert row_team("bf16", 4096, 1024, 132) == 32  # 32 rows a tile: a warp per row
@@ -184,12 +185,12 @@ def test_a_compile_error_names_the_generated_line(monkeypatch):
         compile.cubin(broken, extra=(f"-I{INCLUDE_DIR}",))
 
 
-def test_a_head_dimension_above_the_template_is_refused():
+def test_a_head_dimension_above_the_template_is_refused_when_the_op_is_made():
     m = Model("wide")
     q = m.input("q", (4, 512), "bf16")
-    m.output(m.attention(q, q, q, heads=1))
     with pytest.raises(ModelError, match="head dimension 512"):
-        generate(m, build_plan(m, DeviceSpec(num_sms=4)))
+        m.attention(q, q, q, heads=1)
+    assert m.attention(q, q, q, heads=2).shape == (4, 512)  # 256, the largest the template takes
 
 
 @pytest.mark.parametrize("name", ["chain64", "block-s128", "copy8k", "tasks1000"])

@@ -10,12 +10,12 @@ import pytest
 
 from ark_runtime import models
 from ark_runtime.fusion import fuse
-from ark_runtime.kernel.codegen import (INCLUDE_DIR, MAPS_PER_OP, SM90_ARCH_MARK, SM90_TMA_ENV, TensorMapSpec, generate,
-                                        matmul_sm90_smem, sm90_stages)
+from ark_runtime.kernel.codegen import INCLUDE_DIR, MAPS_PER_OP, SM90_ARCH_MARK, TensorMapSpec, generate
+from ark_runtime.ops.matmul import SM90_TMA_ENV, matmul_sm90_smem, sm90_stages
 from ark_runtime.model import Model
 from ark_runtime.plan import build_plan
 from ark_runtime.scheduler import DeviceSpec
-from ark_runtime.tiling import SM90_BLOCKS, SM90_ENV, SM90_FILL, matmul_block, sm90_matmul_block
+from ark_runtime.ops.matmul import SM90_BLOCKS, SM90_ENV, SM90_FILL, matmul_block, sm90_matmul_block
 
 cupy = pytest.importorskip("cupy", reason="the gpu extra (CuPy, NVRTC) is not installed")
 

@@ -19,7 +19,8 @@ from ark_runtime.models import NAMED, chain, named  # noqa: E402
 from ark_runtime.plan import Plan, PlanError, build_plan  # noqa: E402
 from ark_runtime.plan_check import check  # noqa: E402
 from ark_runtime.scheduler import DeviceSpec  # noqa: E402
-from ark_runtime.tiling import block_order, skinny, skinny_cols, switched_off, tile_model  # noqa: E402
+from ark_runtime.ops.matmul import block_order, skinny, skinny_cols  # noqa: E402
+from ark_runtime.tiling import switched_off, tile_model  # noqa: E402
 from tests.unit.model_strategies import models  # noqa: E402
 
 
@@ -241,7 +242,7 @@ def test_plans_refuse_empty_models_bad_devices_and_foreign_json():
     with pytest.raises(PlanError, match="version"):
         Plan.from_json({"version": 99})
     with pytest.raises(PlanError, match="lacks"):
-        Plan.from_json({"version": 1, "model": {}})
+        Plan.from_json({"version": 2, "model": {}})
     with pytest.raises(ModelError, match="no model named"):
         named("gpt5")
     assert chain(4, 2, 8).ops and len(chain(4, 2, 8).ops) == 4

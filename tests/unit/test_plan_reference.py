@@ -54,17 +54,17 @@ def test_random_models_compute_their_reference(model, sms, seed):
 
 
 def test_a_tile_reading_too_little_is_caught(monkeypatch):
-    real = tiling.op_tiles
+    from ark_runtime.ops import matmul
 
-    def short_reads(model, op, first_id, num_sms, sm_copy=False, wgmma=True):
-        tiles = real(model, op, first_id, num_sms, sm_copy, wgmma)
-        if op.kind != "matmul":
-            return tiles
-        return [t.__class__(t.id, t.op, t.index, t.writes,
-                            (t.reads[0], tiling.Region(t.reads[1].tensor, t.reads[1].r0, t.reads[1].r1 - 1,
-                                                       t.reads[1].c0, t.reads[1].c1)), t.bytes, t.flops)
-                for t in tiles]
+    real = matmul.Matmul.tiles
 
-    monkeypatch.setattr(tiling, "op_tiles", short_reads)
+    def short_reads(self, tm, op, v):
+        real(self, tm, op, v)
+        tm.tiles[:] = [t.__class__(t.id, t.op, t.index, t.writes,
+                                   (t.reads[0], tiling.Region(t.reads[1].tensor, t.reads[1].r0, t.reads[1].r1 - 1,
+                                                              t.reads[1].c0, t.reads[1].c1)), t.bytes, t.flops)
+                       for t in tm.tiles]
+
+    monkeypatch.setattr(matmul.Matmul, "tiles", short_reads)
     with pytest.raises(AssertionError, match="left NaN"):
         assert_plan_computes(named_models.mlp(2, 16, 32, "fp32"), 4)

@@ -16,8 +16,7 @@ from ark_runtime.plan import build_plan
 from ark_runtime.reference import evaluate, run_plan
 from ark_runtime.scheduler import DeviceSpec
 from ark_runtime.split_k import split_k
-from ark_runtime.tiling import (MIN_PART_K, SKINNY_PART_COLS, SKINNY_ROWS, SM90_BK, k_splits, skinny_cols,
-                                sm90_matmul_block, split_block)
+from ark_runtime.ops.matmul import MIN_PART_K, SKINNY_PART_COLS, SKINNY_ROWS, SM90_BK, k_splits, skinny_cols, sm90_matmul_block, split_block
 
 H100 = DeviceSpec(num_sms=132, wgmma=True)
 

@@ -1,0 +1,161 @@
+"""Causal or bidirectional attention per head, flash-style (attention.cuh): softmax(q k^T / sqrt(D)) v, with q, k, v
+[..., S, heads * D] as the projections make them. Tensor cores for bf16/fp16 (attention_tile), a scalar tile for
+fp32 (attention_tile_scalar); queries per tile (bq) chosen to fill the SMs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ark_runtime.graph import ModelError, Op, Tensor
+from ark_runtime.ops.spec import Built, OpSpec, arity, no_attrs, require_float, same_dtype
+from ark_runtime.tiling import Region, chunks
+
+ATTENTION_BLOCKS = (64, 32, 16)  # queries per attention tile, most first (attention.cuh: 16-row groups)
+MAX_HEAD_DIM = 256
+WARPS, KB = 8, 32  # attention.cuh
+ATT_STAGE_BUDGET = 80 * 1024  # attention.cuh: bytes for the stages of K and V in flight
+
+
+def attention_block(seq: int, d: int, heads: int, num_sms: int) -> int:
+    """Queries per attention tile: 64, halved while the tiles (heads x batch x query blocks, `heads` counting
+    both) do not fill the SMs or the block is twice the (16-rounded) sequence or more; 16 at the least, 32 for
+    head dimensions above 128 (attention.cuh's 16-query tile would need 135 KiB of shared memory there)."""
+    least = 16 if -(-d // 16) * 16 <= 128 else 32
+    bq = ATTENTION_BLOCKS[0]
+    while bq > least and (heads * -(-seq // bq) < num_sms or bq >= 2 * -(-seq // 16) * 16):
+        bq //= 2
+    return bq
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """attention.cuh's AttnShape<D, BQ>: the tensor-core tile's constants for head dimension d and bq queries."""
+
+    d: int
+    bq: int
+
+    @property
+    def dp(self) -> int:  # head dimension padded to the MMA's k
+        return -(-self.d // 16) * 16
+
+    @property
+    def ld(self) -> int:  # shared-memory row stride, elements
+        return self.dp + 8
+
+    @property
+    def splits(self) -> int:  # key splits: 8 warps over bq / 16 query groups
+        return WARPS // (self.bq // 16)
+
+    @property
+    def kw(self) -> int:  # keys per warp per stage
+        return 32 if 2 * 2 * 32 * self.splits * self.ld * 2 <= ATT_STAGE_BUDGET else 16
+
+    @property
+    def stages(self) -> int:  # stages of K and V in flight
+        return 2 if 2 * (2 * self.kw * self.splits * self.ld * 2) <= ATT_STAGE_BUDGET else 1
+
+    @property
+    def smem(self) -> int:
+        stage = 2 * self.kw * self.splits * self.ld * 2
+        dc = min(self.dp, 128)
+        merge = WARPS * 16 * (dc + 8 + 2) * 4
+        return self.bq * self.ld * 2 + max(self.stages * stage, merge)
+
+
+def attention_smem(dtype: str, d: int, bq: int) -> int:
+    """Shared memory of an attention tile: the tensor-core tile's (bf16, fp16), or the scalar fp32 tile's."""
+    if dtype == "fp32":
+        return (2 * KB * (d + 1) + WARPS * d) * 4
+    return AttentionShape(d, bq).smem
+
+
+def reference_attention(q, k, v, heads: int, causal: bool):
+    """Per head, each query over keys 0..i (causal) or all: only those key and value rows are touched."""
+    s, e = q.shape[-2], q.shape[-1]
+    d = e // heads
+    q2, k2, v2 = (t.reshape(-1, s, e) for t in (q, k, v))
+    out = np.empty_like(q2)
+    for b in range(q2.shape[0]):
+        for h in range(heads):
+            cols = slice(h * d, (h + 1) * d)
+            for i in range(s):
+                n = i + 1 if causal else s
+                scores = k2[b, :n, cols] @ q2[b, i, cols] / math.sqrt(d)
+                w = np.exp(scores - scores.max())
+                out[b, i, cols] = (w / w.sum()) @ v2[b, :n, cols]
+    return out.reshape(q.shape)
+
+
+class Attention(OpSpec):
+    kind = "attention"
+
+    def build(self, fn: str, inputs: tuple[Tensor, ...], attrs: dict) -> Built:
+        arity("attention", inputs, 3)
+        no_attrs("attention", attrs, ("heads", "causal"))
+        q, k, v = inputs
+        require_float("attention", q)
+        same_dtype("attention", q, k)
+        same_dtype("attention", q, v)
+        if len(q.shape) < 2 or q.shape != k.shape or q.shape != v.shape:
+            raise ModelError(f"attention: q, k, v must share one [..., S, E] shape, not {q.shape}, {k.shape}, "
+                             f"{v.shape}")
+        heads = attrs.get("heads")
+        if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1 or q.shape[-1] % heads:
+            raise ModelError(f"attention: heads={heads!r} must be a positive int dividing E={q.shape[-1]}")
+        if q.shape[-1] // heads > MAX_HEAD_DIM:
+            raise ModelError(f"attention: head dimension {q.shape[-1] // heads} is above the kernel's {MAX_HEAD_DIM}; "
+                             "use more heads")
+        return Built(q.shape, q.dtype, {"heads": heads, "causal": bool(attrs.get("causal", True))})
+
+    def reference(self, op: Op, args: list[np.ndarray]) -> np.ndarray:
+        return reference_attention(*args, heads=op.attr("heads"), causal=op.attr("causal", True))
+
+    def variant(self, model, op: Op, device) -> dict:
+        q = model.tensors[op.inputs[0]]
+        s, e, heads = q.shape[-2], q.shape[-1], op.attr("heads")
+        d = e // heads
+        bq = attention_block(s, d, heads * (q.rows // s), device.num_sms)
+        return {"template": "attention_tile_scalar" if q.dtype == "fp32" else "attention_tile", "head_dim": d,
+                "queries": bq, "smem": attention_smem(q.dtype, d, bq)}
+
+    def tiles(self, tm, op: Op, v: dict) -> None:
+        q, k, val = tm.ins
+        s = q.shape[-2]
+        heads, causal, d, bq = op.attr("heads"), op.attr("causal", True), v["head_dim"], v["queries"]
+        # causal: the query blocks with the most keys first, across every head and sequence, so that the schedule
+        # (list scheduling in tile order) deals the longest tiles out first and fills in with the short ones
+        blocks = chunks(s, bq)
+        for q0, q1 in (reversed(blocks) if causal else blocks):
+            for b in range(q.rows // s):
+                for h in range(heads):
+                    kv_end = q1 if causal else s
+                    base, c0, c1 = b * s, h * d, (h + 1) * d
+                    reads = [Region(q.id, base + q0, base + q1, c0, c1), Region(k.id, base, base + kv_end, c0, c1),
+                             Region(val.id, base, base + kv_end, c0, c1)]
+                    tm.add(base + q0, base + q1, c0, c1, reads, ((q1 - q0) * 2 + 2 * kv_end) * d * tm.esize,
+                           4 * (q1 - q0) * kv_end * d)
+
+    def emit(self, e, op: Op, v: dict) -> str:
+        out, q = e.tensor(op.output), e.tensor(op.inputs[0])
+        seq, width, d, bq, smem = q.shape[-2], q.shape[-1], v["head_dim"], v["queries"], v["smem"]
+        ct = e.ctype(out)
+        x = [e.ptr(i) for i in op.inputs]
+        o = e.ptr(out.id, const=False)
+        causal = "true" if op.attr("causal", True) else "false"
+        base = f"const int base = r0 / {seq} * {seq};"  # the tile's (batch) first row; its queries from there
+        if out.dtype == "fp32":  # the scalar tile
+            e.need_smem(smem, f"static_assert(ark::attention_scalar_smem<{d}>() == {smem}, \"attention.py's "
+                              "attention_smem\");")
+            return (f"{{ {base} ark::attention_tile_scalar<{ct}, {d}, {causal}>({x[0]}, {x[1]}, {x[2]}, {o}, {seq}, "
+                    f"{width}, base, r0 - base, r1 - base, c0, smem); }}")
+        e.need_smem(smem, f"static_assert(ark::attention_smem<{ct}, {d}, {bq}>() == {smem}, \"attention.py's "
+                          "attention_smem\");")
+        vec = "true" if d % 8 == 0 else "false"  # 16-byte pieces of each head's rows (E = heads x d)
+        return (f"{{ {base} ark::attention_tile<{ct}, {d}, {bq}, {causal}, {vec}, {width}>({x[0]}, {x[1]}, {x[2]}, "
+                f"{o}, {seq}, base, r0 - base, r1 - base, c0, smem); }}")
+
+
+SPEC = Attention()
