@@ -18,7 +18,7 @@ out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 python=${PYTHON:-python3}
-arkdma="$python -m ark_runtime.cli.main"
+arkdma="$python -m arkdma_cli.main"
 
 step() {  # step NAME SECONDS COMMAND...: runs COMMAND under a timeout, records its time and exit status
     local name=$1 limit=$2 t0=$SECONDS rc

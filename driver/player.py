@@ -3,7 +3,9 @@
 A program is a generator that yields calls, `(method, *args)`, and receives each call's result; it never
 touches an engine itself. An executor runs it on a port: `run` on a synchronous port (BackendPort below,
 over any in-process Backend), `run_async` on an asynchronous one (sim/sim_port.py, the engine under a
-simulator). register_program.py does the same for the engine's register sequences.
+simulator). register_program.py does the same for the engine's register sequences. `play` and
+`run_on_backend` (at the end) play a scenario and the workload on an in-process Backend; scenario.py and
+workload.py hold the data played and never import this module.
 
 A port offers: alloc(size, placement) -> handle, write(handle, offset, data), read(handle, offset, n),
 address(handle), hole(size) -> unbacked bus address, the host calls set_region, clear_region,
@@ -27,7 +29,7 @@ from driver.abi import COMPLETION_BYTES, COMPLETION_COUNT_MASK, COMPLETION_ERROR
 from driver.backend import Backend, Buffer
 from driver.errors import QueueError
 from driver.scenario import Outcome, Scenario, descriptor_from
-from driver.workload import GUARD, GUARD_BYTE, WorkloadRow, WorkloadSpec, descriptor_stream
+from driver.workload import GUARD, GUARD_BYTE, WorkloadResult, WorkloadRow, WorkloadSpec, descriptor_stream
 
 T = TypeVar("T")
 Program = Generator[tuple, Any, T]
@@ -356,3 +358,23 @@ class BackendPort:
 
     def timebase(self) -> str:
         return self.timebase_name
+
+
+# --- on an in-process Backend ----------------------------------------------------------------------------
+_PLACES = {"host": "host memory", "device": "GPU memory"}
+
+
+def play(backend: Backend, scenario: Scenario, timeout: float = 30.0) -> Outcome:
+    """Play `scenario` on an in-process Backend, as the driver and a CPU producer would."""
+    return run(play_scenario(scenario), BackendPort(backend, timeout))
+
+
+def run_on_backend(backend: Backend, spec: WorkloadSpec = WorkloadSpec(), src_placement: str = "host",
+                   dst_placement: str = "host") -> WorkloadResult:
+    """Run the workload through the CPU-side producer on an in-process engine, timed by the wall clock.
+    Placements are the backend's ("host", or "device" for GPU memory where it reaches)."""
+    result = WorkloadResult(backend.name)
+    if (src_placement, dst_placement) != ("host", "host"):
+        result.notes.append(f"copies from {_PLACES[src_placement]} to {_PLACES[dst_placement]}")
+    result.rows = run(workload(spec, (src_placement, dst_placement)), BackendPort(backend, 600))
+    return result

@@ -59,7 +59,7 @@ class EngineProvider(ABC):
 
     def run_workload(self, spec, **params):
         """Run `arkdma demo`'s workload (driver.workload.WorkloadSpec) with the player; a WorkloadResult."""
-        from driver.workload import run_on_backend
+        from driver.player import run_on_backend
 
         src, dst = self.workload_placements
         with self.open(**params) as backend:

@@ -35,7 +35,6 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from driver.abi import COMPLETION_COUNT_MASK
-from driver.backend import Backend
 from driver.descriptor import Descriptor
 
 
@@ -125,10 +124,3 @@ def by_geometry(scenarios) -> dict[tuple[int, int, int], list[Scenario]]:
     for sc in scenarios:
         groups.setdefault((sc.num_queues, sc.slots, sc.num_regions), []).append(sc)
     return groups
-
-
-def play(backend: Backend, scenario: Scenario, timeout: float = 30.0) -> Outcome:
-    """Play `scenario` on an in-process Backend (driver/player.py), as the driver and a CPU producer would."""
-    from driver import player
-
-    return player.run(player.play_scenario(scenario), player.BackendPort(backend, timeout))

@@ -7,12 +7,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from driver.abi import Flag
-from driver.backend import Backend
 from driver.dtypes import DESCRIPTOR_DTYPE
 
 GUARD = 64  # bytes of guard pattern on each side of every destination
 GUARD_BYTE = 0xA5
-_PLACES = {"host": "host memory", "device": "GPU memory"}
 
 
 @dataclass(frozen=True)
@@ -77,16 +75,3 @@ def descriptor_stream(n: int, size: int, src_region: int, dst_region: int, dst_o
     d["cookie"] = idx
     d["flags"][-1] = Flag.NOTIFY
     return d
-
-
-def run_on_backend(backend: Backend, spec: WorkloadSpec = WorkloadSpec(), src_placement: str = "host",
-                   dst_placement: str = "host") -> WorkloadResult:
-    """Run the workload (driver/player.py) through the CPU-side producer on an in-process engine, timed by
-    the wall clock. Placements are the backend's ("host", or "device" for GPU memory where it reaches)."""
-    from driver import player
-
-    result = WorkloadResult(backend.name)
-    if (src_placement, dst_placement) != ("host", "host"):
-        result.notes.append(f"copies from {_PLACES[src_placement]} to {_PLACES[dst_placement]}")
-    result.rows = player.run(player.workload(spec, (src_placement, dst_placement)), player.BackendPort(backend, 600))
-    return result

@@ -15,8 +15,9 @@ from __future__ import annotations
 import re
 
 from driver.abi import COMPLETION_COUNT_MASK, COMPLETION_ERROR_BIT, FLAGS_VALID, Flag, Perm
+from driver.player import play
 from driver.reference_engine import ReferenceEngine
-from driver.scenario import Outcome, Scenario, play
+from driver.scenario import Outcome, Scenario
 from sim.fuzz.cases import COMPLETION_STRIDE, HOLE_REGION, Case
 
 ANY = None  # a byte that may hold any value (the destination of a descriptor that failed with BUS_ERROR)

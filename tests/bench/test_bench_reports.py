@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ark_runtime.cli import bench as cli
-from ark_runtime.cli.main import main
+from arkdma_cli import bench as cli
+from arkdma_cli.main import main
 from bench import dma, interference
 
 KiB, MiB = 1024, 1 << 20

@@ -10,8 +10,9 @@ import pytest
 
 from ark_runtime import engines
 from driver.abi import Capability, COMPLETION_COUNT_MASK
+from driver.player import play
 from driver.reference_engine import ReferenceEngine
-from driver.scenario import Outcome, Scenario, play
+from driver.scenario import Outcome, Scenario
 from tests.conformance.builder import COMPLETION_STRIDE
 from tests.conformance.compare import assert_same, check_expectations
 from tests.conformance.scenarios import all_scenarios

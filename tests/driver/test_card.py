@@ -17,8 +17,8 @@ from driver.card import CardBackend, CardError, CardProvider, NoDma
 from driver.descriptor import Descriptor
 from driver.discovery import ARKDMA_PCI_DEVICE_ID
 from driver.errors import EngineUnavailable
+from driver.player import play
 from driver.reference_engine import ReferenceEngine
-from driver.scenario import play
 from tests.conformance.compare import assert_same, check_expectations
 from tests.conformance.scenarios import all_scenarios
 from tests.conformance.test_conformance import reference_for

@@ -303,7 +303,7 @@ def test_the_peer_copy_runs_where_the_memory_is_gpu_memory(sysfs):
 # --- the command ----------------------------------------------------------------------------------------
 
 def test_the_command_prints_every_step_and_writes_json(sysfs, tmp_path, monkeypatch, capsys):
-    from ark_runtime.cli.main import main
+    from arkdma_cli.main import main
 
     add_device(sysfs)
     monkeypatch.setattr(card_probe, "open_bar", fake_opener())
@@ -319,7 +319,7 @@ def test_the_command_prints_every_step_and_writes_json(sysfs, tmp_path, monkeypa
 
 
 def test_the_command_fails_with_a_nonzero_status(sysfs, tmp_path, monkeypatch, capsys):
-    from ark_runtime.cli.main import main
+    from arkdma_cli.main import main
 
     add_device(sysfs, driver=None)
     monkeypatch.setattr(card_probe, "gpus", NO_GPU)
@@ -332,7 +332,7 @@ def test_the_command_fails_with_a_nonzero_status(sysfs, tmp_path, monkeypatch, c
 
 
 def test_the_command_wants_one_kind_of_board(monkeypatch, capsys):
-    from ark_runtime.cli.main import main
+    from arkdma_cli.main import main
 
     monkeypatch.delenv("ARKDMA_CARD_UART", raising=False)
     assert main(["fpga", "probe"]) == 1

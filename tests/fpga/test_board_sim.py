@@ -14,7 +14,7 @@ def test_probe_and_loopback_dma_on_the_simulated_board(capsys):
     reason = missing()
     if reason:
         pytest.skip(f"cannot simulate here: {reason}")
-    from ark_runtime.cli.main import main
+    from arkdma_cli.main import main
     from sim.board import BoardSimulation, board_params
 
     from tests.conformance.builder import GEOMETRY

@@ -9,13 +9,11 @@ import json
 import pytest
 from rich.console import Console
 
-from fpga.flow import estimate
-from fpga.flow import ooc_flow
-from fpga.flow import toolchain
-from ark_runtime.cli import rtl_estimate
-from ark_runtime.cli.engine_options import params_from
+from arkdma_cli import rtl_estimate
+from arkdma_cli.engine_options import params_from
 from driver.errors import ArkdmaError
 from fpga.errors import ToolMissing
+from fpga.flow import estimate, ooc_flow, toolchain
 from rtl.params import EngineParams
 
 # the smallest engine EngineParams allows: one queue of two slots, one region, shallow everything

@@ -9,7 +9,7 @@ from tests.fpga.test_serial_link import BridgeModel, pty_pair  # noqa: F401 (pty
 
 
 def test_uart_probe_port_from_the_environment_and_json(pty_pair, tmp_path, monkeypatch, capsys):  # noqa: F811
-    from ark_runtime.cli.main import main
+    from arkdma_cli.main import main
 
     master, path = pty_pair
     BridgeModel(master, {GLOBAL.address("ID"): DEVICE_MAGIC, GLOBAL.address("SLOTS"): 16}).start()

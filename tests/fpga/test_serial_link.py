@@ -92,7 +92,7 @@ def test_bad_device_and_baud_are_clear_errors(tmp_path):
 
 
 def test_probe_and_peek_poke_commands(pty_pair, capsys):
-    from ark_runtime.cli.main import main
+    from arkdma_cli.main import main
     from driver.abi import DEVICE_MAGIC, GLOBAL
 
     master, path = pty_pair

@@ -16,7 +16,7 @@ pytest.importorskip("amaranth")
 
 from rich.console import Console  # noqa: E402
 
-from ark_runtime.cli.main import build_parser, main  # noqa: E402
+from arkdma_cli.main import build_parser, main  # noqa: E402
 from driver.discovery import ARKDMA_PCI_IDS  # noqa: E402
 from fpga.boards import BOARDS, board  # noqa: E402
 from fpga.boards.alveo_u250 import ALVEO_U250  # noqa: E402

@@ -18,7 +18,7 @@ from driver.descriptor import Descriptor
 from driver.device import Device
 from driver.errors import QueueError
 from driver.gpu.arrays import register_array
-from driver.scenario import play
+from driver.player import play
 from host.native import EngineArgumentError
 
 pytestmark = pytest.mark.gpu

@@ -83,7 +83,7 @@ def test_software_host_says_when_the_library_is_not_built(monkeypatch, tmp_path)
 def test_demo_on_software_cuda_offloads_gpu_memory_to_host(fake_libcuda, tmp_path):
     out = tmp_path / "demo.json"
     proc = run_python(
-        ["-m", "ark_runtime.cli.main", "demo", "--engine", "software-cuda", "--sizes", "64,4096,65536",
+        ["-m", "arkdma_cli.main", "demo", "--engine", "software-cuda", "--sizes", "64,4096,65536",
          "--bytes-per-size", "262144", "--plot", str(tmp_path / "demo.png"), "--json", str(out)],
         {"ARKDMA_LIBCUDA": str(fake_libcuda), "ARKDMA_FAKE_CUDA_JITTER_US": "30", "COLUMNS": "200"},
     )

@@ -16,7 +16,7 @@ ROW_KEYS = {"bytes", "descriptors", "gbps", "line_rate_fraction", "latency_ns", 
 
 
 def test_tiny_bench_writes_checked_rows(tmp_path):
-    from ark_runtime.cli.main import main
+    from arkdma_cli.main import main
 
     out = tmp_path / "bench.json"
     # slots=16 at 512 bits is the conformance suite's build, so no extra Verilator build in CI.

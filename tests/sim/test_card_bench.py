@@ -27,7 +27,7 @@ ROW_KEYS = {"link", "bytes", "descriptors", "gbps", "line_rate_fraction", "laten
 
 def test_tiny_card_bench_writes_checked_rows(tmp_path):
     pytest.importorskip("cocotbext.pcie")
-    from ark_runtime.cli.main import main
+    from arkdma_cli.main import main
 
     out, png = tmp_path / "card.json", tmp_path / "plot" / "card.png"
     assert main(["sim", "bench", "--card", "--json", str(out), "--plot", str(png), "--sizes", "256,4096",
@@ -66,7 +66,7 @@ def test_the_latency_model_takes_the_card_from_doorbell_to_the_words_request(tmp
     write request leaves the card's pins (the hop to the GPU is the measured posted write, so the simulated hop
     into host memory is not counted as well), and the total is the three terms."""
     pytest.importorskip("cocotbext.pcie")
-    from ark_runtime.cli.main import main
+    from arkdma_cli.main import main
     from sim.latency_model import ONE_WAY_NS
 
     out = tmp_path / "card8k.json"
@@ -85,7 +85,7 @@ def test_the_hosts_max_payload_size_cuts_the_cards_writes(tmp_path):
     """--mps 256: enumeration sets 256 bytes in the card's Device Control, the card cuts its writes to it (fewer,
     longer write TLPs than at 128), and line_rate_fraction is of the link's rate at that payload size."""
     pytest.importorskip("cocotbext.pcie")
-    from ark_runtime.cli.main import main
+    from arkdma_cli.main import main
     from sim.card_bench_link import payload_rate_gbps
 
     rows = {}
@@ -108,7 +108,7 @@ def test_the_hosts_max_payload_size_cuts_the_cards_writes(tmp_path):
 
 
 def test_a_max_payload_size_the_host_cannot_set_is_refused(capsys):
-    from ark_runtime.cli.main import main
+    from arkdma_cli.main import main
 
     with pytest.raises(SystemExit):
         main(["sim", "bench", "--card", "--json", "/tmp/never.json", "--mps", "300"])
@@ -120,7 +120,7 @@ def test_card_bench_at_the_512_bit_links(tmp_path):
     offers a 512-bit interface: the same keys, every byte checked, rates of the 512-bit links; the rows carry
     write requests that straddle RQ beats."""
     pytest.importorskip("cocotbext.pcie")
-    from ark_runtime.cli.main import main
+    from arkdma_cli.main import main
 
     out = tmp_path / "card512.json"
     assert main(["sim", "bench", "--card", "--json", str(out), "--link", "gen3x16,gen4x8", "--sizes", "256,4096",
@@ -141,7 +141,7 @@ def test_card_bench_at_the_512_bit_links(tmp_path):
 
 
 def test_a_link_the_cards_interface_cannot_run_is_refused(capsys):
-    from ark_runtime.cli.main import main
+    from arkdma_cli.main import main
 
     with pytest.raises(SystemExit):
         main(["sim", "bench", "--card", "--json", "/tmp/never.json", "--link", "gen4x16"])

@@ -95,7 +95,7 @@ def test_intervals_are_ordered_and_plausible(traced):
 
 
 def test_cli_prints_and_writes_json(traced, tmp_path, capsys):
-    from ark_runtime.cli.main import main
+    from arkdma_cli.main import main
 
     _, result = traced
     out = tmp_path / "waves.json"

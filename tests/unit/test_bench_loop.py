@@ -8,8 +8,8 @@ import json
 import pytest
 from rich.console import Console
 
-from ark_runtime.cli.bench import loop_table
-from ark_runtime.cli.main import main
+from arkdma_cli.bench import loop_table
+from arkdma_cli.main import main
 from bench.loop import LoopResult, Row, plot
 
 
@@ -54,7 +54,7 @@ def test_each_case_is_saved_as_it_finishes_so_a_cut_off_run_keeps_its_rows(tmp_p
     import types
 
     import bench.loop
-    import ark_runtime.cli.bench as cli_bench
+    import arkdma_cli.bench as cli_bench
 
     out = tmp_path / "loop.json"
     seen = []

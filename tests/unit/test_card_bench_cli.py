@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ark_runtime.cli.main import RUNTIME_ERROR, main
+from arkdma_cli.main import RUNTIME_ERROR, main
 from tests.unit.test_cli_hostile import usage_error
 
 CARD = ["sim", "bench", "--card", "--json", "out/never.json"]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ark_runtime.cli.main import main
+from arkdma_cli.main import main
 
 
 def test_info_lists_every_engine_with_a_reason(capsys):

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("hypothesis")
 
-from ark_runtime.cli.main import main  # noqa: E402
+from arkdma_cli.main import main  # noqa: E402
 
 
 def test_fuzz_reference_runs_and_summarises(tmp_path, capsys):

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from ark_runtime import engines
-from ark_runtime.cli import info
-from ark_runtime.cli.main import INTERRUPTED, RUNTIME_ERROR, USAGE_ERROR, main
+from arkdma_cli import info
+from arkdma_cli.main import INTERRUPTED, RUNTIME_ERROR, USAGE_ERROR, main
 from driver.errors import EngineUnavailable
 
 

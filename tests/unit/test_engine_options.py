@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from ark_runtime.cli.engine_options import add_param_options, given_params, params_from
+from arkdma_cli.engine_options import add_param_options, given_params, params_from
 from driver.errors import ArkdmaError
 
 
@@ -43,7 +43,7 @@ def test_a_rejected_set_is_a_clear_error():
 
 def test_fpga_build_help_shows_the_board_and_the_card_defaults(capsys):
     """`fpga build --help` names what each board builds unless told otherwise, not EngineParams' own defaults."""
-    from ark_runtime.cli.main import build_parser
+    from arkdma_cli.main import build_parser
     from fpga.cores.pcie_card_top import card_params
     from sim.board import board_params
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from ark_runtime import models
-from ark_runtime.cli.bench import profile_table
 from ark_runtime.fusion import fuse
 from ark_runtime.plan import build_plan
 from ark_runtime.profile import Profile, build_profile
 from ark_runtime.scheduler import DeviceSpec
+from arkdma_cli.bench import profile_table
 
 
 def _planned(name: str, sms: int = 8):

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ark_runtime.cli.arguments import bounded_float, bounded_int, clock_mhz, output_file, seconds
-from ark_runtime.cli.engine_options import DefaultsFormatter, add_param_options, params_from
+from arkdma_cli.arguments import bounded_float, bounded_int, clock_mhz, output_file, seconds
+from arkdma_cli.engine_options import DefaultsFormatter, add_param_options, params_from
 from driver.errors import ArkdmaError
 
 bus_address = bounded_int(0, 0xFFFF_FFFF, "a 32-bit bus address")
@@ -130,7 +130,7 @@ def _add_probe_options(s) -> None:
 
 
 def run_probe(args: argparse.Namespace) -> int:
-    from ark_runtime.cli.fpga_probe import run_probe as probe
+    from arkdma_cli.fpga_probe import run_probe as probe
 
     return probe(args)
 

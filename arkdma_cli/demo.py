@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ark_runtime import engines
-from ark_runtime.cli.arguments import byte_sizes, output_file, positive_int
+from arkdma_cli.arguments import byte_sizes, output_file, positive_int
 from driver.errors import ArkdmaError
 from driver.workload import WorkloadResult, WorkloadSpec
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from ark_runtime.cli.arguments import bounded_int, positive_int
+from arkdma_cli.arguments import bounded_int, positive_int
 from driver.errors import ArkdmaError
 
 

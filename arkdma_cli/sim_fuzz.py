@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ark_runtime.cli.arguments import bounded_int, engine_name, output_dir
+from arkdma_cli.arguments import bounded_int, engine_name, output_dir
 from driver.errors import ArkdmaError
 
 DATA_WIDTHS = (64, 512)

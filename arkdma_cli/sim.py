@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from ark_runtime.cli import sim_board, sim_fuzz
-from ark_runtime.cli.arguments import byte_sizes, clock_mhz, input_file, nanoseconds, output_file, positive_int
-from ark_runtime.cli.rtl import add_param_options, params_from
+from arkdma_cli import sim_board, sim_fuzz
+from arkdma_cli.arguments import byte_sizes, clock_mhz, input_file, nanoseconds, output_file, positive_int
+from arkdma_cli.rtl import add_param_options, params_from
 from driver.errors import ArkdmaError
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ark_runtime.cli.arguments import bounded_float, clock_mhz, output_file
-from ark_runtime.cli.engine_options import add_param_options, params_from
+from arkdma_cli.arguments import bounded_float, clock_mhz, output_file
+from arkdma_cli.engine_options import add_param_options, params_from
 from driver.errors import ArkdmaError
 
 DEFAULT_PART = "LFE5UM5G-85F"  # the ECP5-5G EVN board's part

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ark_runtime.cli.arguments import bounded_int, output_file
+from arkdma_cli.arguments import bounded_int, output_file
 from driver.errors import ArkdmaError
 
 

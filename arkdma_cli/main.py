@@ -15,14 +15,14 @@ from driver.errors import ArkdmaError
 
 # Each module defines register(subparsers); hardware commands import Amaranth/cocotb only when run.
 COMMAND_MODULES = (
-    "ark_runtime.cli.info",
-    "ark_runtime.cli.demo",
-    "ark_runtime.cli.abi",
-    "ark_runtime.cli.fpga",
-    "ark_runtime.cli.rtl",
-    "ark_runtime.cli.bench",
-    "ark_runtime.cli.sim",
-    "ark_runtime.cli.plan",
+    "arkdma_cli.info",
+    "arkdma_cli.demo",
+    "arkdma_cli.abi",
+    "arkdma_cli.fpga",
+    "arkdma_cli.rtl",
+    "arkdma_cli.bench",
+    "arkdma_cli.sim",
+    "arkdma_cli.plan",
 )
 RUNTIME_ERROR, USAGE_ERROR, INTERRUPTED = 1, 2, 130
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from ark_runtime.cli import rtl_estimate
-from ark_runtime.cli.arguments import output_file, verilog_identifier
-from ark_runtime.cli.engine_options import add_param_options, params_from
+from arkdma_cli import rtl_estimate
+from arkdma_cli.arguments import output_file, verilog_identifier
+from arkdma_cli.engine_options import add_param_options, params_from
 from driver.errors import ArkdmaError
 
 
