@@ -4,14 +4,16 @@
     lowered.plan        # tiles on SMs, per-SM streams, counters (plain JSON-able data)
     lowered.source      # the kernel's CUDA C++ and what the host needs to launch it
 
-The passes, in order: fuse elementwise chains (fusion.py), cut short matmuls along K (split_k.py), plan (plan.py:
-tiles, placement, streams, checked), generate the kernel (kernel/codegen.py). Nothing here touches a GPU.
+The passes, in order: check the graph (graph_check.py), fuse elementwise chains (fusion.py), cut short matmuls along
+K (split_k.py), choose each op's kernel variant and plan (plan.py: tiles, placement, streams, checked), generate the
+kernel (kernel/codegen.py). Nothing here touches a GPU; the result is kept by content (lower_cache.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ark_runtime import lower_cache
 from ark_runtime.fusion import fuse
 from ark_runtime.kernel.codegen import KernelSource, generate
 from ark_runtime.model import Model, ModelError
@@ -75,11 +77,31 @@ def rewrite(model: Model, device: DeviceSpec, options: LowerOptions = LowerOptio
     return split_k_matmuls(runs, device) if options.splits else runs
 
 
-def lower(model: Model, device: DeviceSpec | None = None, options: LowerOptions = LowerOptions()) -> Lowered:
-    """Every pass; LowerError naming what cannot be lowered."""
+def lower(model: Model, device: DeviceSpec | None = None, options: LowerOptions = LowerOptions(),
+          cache: bool = True) -> Lowered:
+    """Every pass (or the same model's result from the cache, lower_cache.py); LowerError naming what cannot be
+    lowered."""
     if not isinstance(model, Model):
         raise LowerError(f"lower takes a Model, not {type(model).__name__}")
+    if not isinstance(options, LowerOptions):
+        raise LowerError(f"options must be LowerOptions, not {type(options).__name__}")
     device = device or DeviceSpec()
+    try:
+        model.check()
+    except ModelError as exc:
+        raise LowerError(str(exc)) from None
+    k = lower_cache.key(model, device, options) if cache else None
+    if k is not None:
+        found = lower_cache.load(k)
+        if found is not None:
+            return found
+    lowered = _lower(model, device, options)
+    if k is not None:
+        lower_cache.store(k, lowered)
+    return lowered
+
+
+def _lower(model: Model, device: DeviceSpec, options: LowerOptions) -> Lowered:
     runs = rewrite(model, device, options)
     wanted = dict(options.copy_paths)
     paths = {}

@@ -73,6 +73,51 @@ def dependent_tasks(tasks: int = 1000, cols: int = 256) -> Model:
     return m
 
 
+def bert_stack(layers: int = 24, seq: int = 128, hidden: int = 1024, heads: int = 16, inner: int = 4096,
+               dtype: str = "bf16") -> Model:
+    """`layers` post-LN encoder layers shaped like BERT-Large (biases on every projection, bidirectional attention,
+    GELU MLP), at batch 1, every layer with its own weights."""
+    m = Model(f"bert{layers}-s{seq}")
+    x = m.input("x", (seq, hidden), dtype)
+    for i in range(layers):
+        def p(name, shape, i=i):
+            return m.input(f"l{i}_{name}", shape, dtype)
+        q, k, v = (m.add(m.matmul(x, p(f"w{n}", (hidden, hidden))), p(f"b{n}", (hidden,))) for n in "qkv")
+        o = m.add(m.matmul(m.attention(q, k, v, heads=heads, causal=False), p("wo", (hidden, hidden))),
+                  p("bo", (hidden,)))
+        x = m.layernorm(m.add(x, o), p("ln1_w", (hidden,)), p("ln1_b", (hidden,)))
+        h = m.gelu(m.add(m.matmul(x, p("w1", (hidden, inner))), p("b1", (inner,))))
+        f = m.add(m.matmul(h, p("w2", (inner, hidden))), p("b2", (hidden,)))
+        x = m.layernorm(m.add(x, f), p("ln2_w", (hidden,)), p("ln2_b", (hidden,)))
+    m.output(x)
+    return m
+
+
+def llama_stack(layers: int = 16, seq: int = 128, hidden: int = 2048, heads: int = 32, inner: int = 8192,
+                dtype: str = "bf16") -> Model:
+    """`layers` pre-norm decoder layers shaped like Llama-3.2-1B (RMSNorm, RoPE, causal attention with as many KV
+    heads as query heads, SwiGLU MLP), at batch 1, every layer with its own weights."""
+    m = Model(f"llama{layers}-s{seq}")
+    x = m.input("x", (seq, hidden), dtype)
+    d = hidden // heads
+    cos, sin = m.input("cos", (seq, hidden // 2), dtype), m.input("sin", (seq, hidden // 2), dtype)
+    for i in range(layers):
+        def p(name, shape, i=i):
+            return m.input(f"l{i}_{name}", shape, dtype)
+        h = m.rmsnorm(x, p("norm1", (hidden,)))
+        q, k = (m.rope(m.matmul(h, p(f"w{n}", (hidden, hidden))), cos, sin) for n in "qk")
+        v = m.matmul(h, p("wv", (hidden, hidden)))
+        x = m.add(x, m.matmul(m.attention(q, k, v, heads=hidden // d), p("wo", (hidden, hidden))))
+        h2 = m.rmsnorm(x, p("norm2", (hidden,)))
+        gate, up = m.matmul(h2, p("wg", (hidden, inner))), m.matmul(h2, p("wu", (hidden, inner)))
+        x = m.add(x, m.matmul(m.mul(m.silu(gate), up), p("wd", (inner, hidden))))
+    m.output(x)
+    return m
+
+
+# Whole stacks of layers, for `arkdma plan` and `arkdma bench plan` (how planning and compiling scale)
+STACKS: dict[str, Callable[[], Model]] = {"bert-large24": bert_stack, "llama16": llama_stack}
+
 NAMED: dict[str, Callable[[], Model]] = {
     "chain64": chain,
     "mlp-b1": lambda: mlp(1), "mlp-b8": lambda: mlp(8), "mlp-b64": lambda: mlp(64),
@@ -83,6 +128,7 @@ NAMED: dict[str, Callable[[], Model]] = {
 
 
 def named(name: str) -> Model:
-    if name not in NAMED:
-        raise ModelError(f"no model named {name!r}; named models: {', '.join(NAMED)}")
-    return NAMED[name]()
+    found = NAMED.get(name) or STACKS.get(name)
+    if found is None:
+        raise ModelError(f"no model named {name!r}; named models: {', '.join((*NAMED, *STACKS))}")
+    return found()

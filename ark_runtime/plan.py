@@ -113,11 +113,16 @@ def _streams(tiles: list[Tile], deps: list[tuple[int, ...]],
     def waits_for(s: int, others: list[int], delta: int) -> list[dict]:
         """Waits on SM s for the `others` (tiles on other SMs) not already waited for there: per op, one op
         counter when there are many of its tiles, else one counter per tile."""
-        by_op: dict[int, list[int]] = {}
+        grouped: dict[int, list[int]] = {}
         for o in others:
-            op = tiles[o].op
-            if seen_op[s].get(op, -1) < delta and seen_tile[s].get(o, -1) < delta:
-                by_op.setdefault(op, []).append(o)
+            grouped.setdefault(tiles[o].op, []).append(o)
+        by_op: dict[int, list[int]] = {}
+        seen_tiles = seen_tile[s]
+        for op, ids in grouped.items():
+            if seen_op[s].get(op, -1) < delta:  # an op group waited for covers every tile of the op
+                ids = [o for o in ids if seen_tiles.get(o, -1) < delta]
+                if ids:
+                    by_op[op] = ids
         out = []
         for op, ids in sorted(by_op.items()):
             if len(ids) >= OP_COUNTER_FROM:
@@ -164,7 +169,7 @@ def build_plan(model: Model, device: DeviceSpec | None = None, placement: str = 
     """Tiles, their placement (scheduler.PLACEMENTS) and the streams with their counters; raises PlanError if
     an invariant fails. `variants`: each op's kernel choice (choose_variants' unless given; `sm_copies`, the copy ops
     the CTAs move themselves, cut into tiles over the SMs: every other copy is one tile that posts a DMA)."""
-    from ark_runtime.plan_check import check
+    from ark_runtime.plan_check import check_for_planning
 
     device = device or DeviceSpec()
     if not model.ops:
@@ -186,7 +191,7 @@ def build_plan(model: Model, device: DeviceSpec | None = None, placement: str = 
                 [c.as_json() for c in counters], streams,
                 {"placement": placement, "sm": list(where.sm), "start_ns": list(where.start_ns),
                  "finish_ns": list(where.finish_ns), "makespan_ns": where.makespan_ns}, variants)
-    problems = check(plan)
+    problems = check_for_planning(plan)
     if problems:
         raise PlanError(f"the plan of {model.name!r} breaks {len(problems)} invariant(s): " + "; ".join(problems[:5]))
     return plan

@@ -58,6 +58,9 @@ def static_problems(plan) -> list[str]:
                     problems.append(f"SM {s} signals counter {ins['counter']} before running any tile")
                 else:
                     signalled[ins["counter"]].append(last_run)
+    tiles_of: dict[int, list[int]] = {}
+    for t in tiles:
+        tiles_of.setdefault(t["op"], []).append(t["id"])
     for c in counters:
         if c["kind"] == "tile":
             if signalled[c["id"]] != [c["of"]]:
@@ -65,7 +68,7 @@ def static_problems(plan) -> list[str]:
                                 f"{sorted(signalled[c['id']])[:8]}, not by its tile once")
         elif c["kind"] == "op":
             held = sorted(counters[m]["of"] for m in c["members"] if counters[m]["kind"] == "tile")
-            if held != [t["id"] for t in tiles if t["op"] == c["of"]] or signalled[c["id"]]:
+            if held != tiles_of.get(c["of"], []) or signalled[c["id"]]:
                 problems.append(f"op group {c['id']} (op {c['of']}) does not hold exactly its tiles' counters, "
                                 "or is signalled itself")
         else:
@@ -80,9 +83,17 @@ def static_problems(plan) -> list[str]:
         for p in ds:
             readers.setdefault(p, []).append(t)
 
-    def covered(seen: dict[int, int], producer: int, delta: int) -> bool:
-        best = max(seen.get(tile_ctr.get(producer, -1), -1), seen.get(group.get(tiles[producer]["op"], -1), -1))
-        return best >= delta
+    op_of = [t["op"] for t in tiles]
+    where_sm = [where[t][0] for t in range(len(tiles))]
+
+    def uncovered(seen: dict[int, int], others: list[int], delta: int) -> list[int]:
+        """Of tiles `others` (on other SMs), those no wait seen so far covers with `delta`: a wait on the op's group
+        covers every tile of the op at once, else each tile's own counter must have been waited for."""
+        left = []
+        for op in {op_of[p] for p in others}:
+            if seen.get(group.get(op, -1), -1) < delta:
+                left += [p for p in others if op_of[p] == op and seen.get(tile_ctr.get(p, -1), -1) < delta]
+        return left
 
     for s, stream in enumerate(plan.streams):
         seen: dict[int, int] = {}
@@ -91,22 +102,23 @@ def static_problems(plan) -> list[str]:
                 seen[ins["counter"]] = max(seen.get(ins["counter"], -1), ins["delta"])
             elif ins["op"] == "run":
                 t = ins["tile"]
+                remote = []
                 for p in plan.deps[t]:  # t reads p
-                    sp = where[p][0]
-                    if sp == s:
-                        if where[p][1] > where[t][1]:
-                            problems.append(f"tile {t} runs before tile {p} it reads, on SM {s}")
-                    elif not covered(seen, p, 1):
-                        problems.append(f"tile {t} (SM {s}) reads tile {p} (SM {sp}) without waiting for it")
-                for r in readers.get(t, ()):  # t overwrites what r read in the previous iteration
-                    if where[r][0] != s and not covered(seen, r, 0):
-                        problems.append(f"tile {t} (SM {s}) overwrites what tile {r} (SM {where[r][0]}) read in the "
-                                        "previous iteration without waiting for it")
+                    if where_sm[p] != s:
+                        remote.append(p)
+                    elif where[p][1] > where[t][1]:
+                        problems.append(f"tile {t} runs before tile {p} it reads, on SM {s}")
+                for p in sorted(uncovered(seen, remote, 1)):
+                    problems.append(f"tile {t} (SM {s}) reads tile {p} (SM {where_sm[p]}) without waiting for it")
+                war = [r for r in readers.get(t, ()) if where_sm[r] != s]  # t overwrites what r read last iteration
+                for r in sorted(uncovered(seen, war, 0)):
+                    problems.append(f"tile {t} (SM {s}) overwrites what tile {r} (SM {where_sm[r]}) read in the "
+                                    "previous iteration without waiting for it")
     return problems
 
 
-def run_problems(plan, iterations: int = ITERATIONS, seed: int = 0, on_run=None) -> list[str]:
-    """Runs the streams `iterations` times in a random interleaving; deadlocks and broken orders.
+def run_problems(plan, iterations: int = ITERATIONS, seed: int = 0, on_run=None, orders: bool = True) -> list[str]:
+    """Runs the streams `iterations` times in a random interleaving; deadlocks and (with `orders`) broken orders.
     `on_run(tile, iteration)` is called as each tile runs (ark_runtime/reference.py computes it)."""
     rng = random.Random(seed)
     counters = plan.counters
@@ -117,8 +129,30 @@ def run_problems(plan, iterations: int = ITERATIONS, seed: int = 0, on_run=None)
     step = 0
     active = [s for s in range(plan.num_sms) if lengths[s]]
 
+    # an op group's value, the least of its members', kept as (least, members at it) and found again only when the
+    # last member at the least moves on: a wait reads it in O(1)
+    groups_of: dict[int, list[int]] = {}
+    least: dict[int, list[int]] = {}
+    for c in counters:
+        if c["kind"] == "op":
+            least[c["id"]] = [0, len(c["members"])] if c["members"] else [0, 1]
+            for m in c["members"]:
+                groups_of.setdefault(m, []).append(c["id"])
+
     def current(c: dict) -> int:
-        return min((value[m] for m in c["members"]), default=0) if c["kind"] == "op" else value[c["id"]]
+        return least[c["id"]][0] if c["kind"] == "op" else value[c["id"]]
+
+    def signal(k: int) -> None:
+        was = value[k]
+        value[k] += 1
+        for g in groups_of.get(k, ()):
+            held = least[g]
+            if held[0] == was:
+                held[1] -= 1
+                if held[1] == 0:
+                    members = counters[g]["members"]
+                    low = min(value[m] for m in members)
+                    least[g] = [low, sum(1 for m in members if value[m] == low)]
 
     def blocked(s: int) -> dict | None:
         it, pos = divmod(pc[s], lengths[s])
@@ -141,7 +175,7 @@ def run_problems(plan, iterations: int = ITERATIONS, seed: int = 0, on_run=None)
                     if on_run is not None:
                         on_run(ins["tile"], it)
                 elif ins["op"] == "signal":
-                    value[ins["counter"]] += 1
+                    signal(ins["counter"])
                 pc[s] += 1
                 moved = True
                 if rng.random() < 0.3:
@@ -157,7 +191,7 @@ def run_problems(plan, iterations: int = ITERATIONS, seed: int = 0, on_run=None)
             return [f"deadlock with {len(active)} SM(s) stuck: " + "; ".join(stuck)]
 
     problems = []
-    for t, ds in enumerate(plan.deps):
+    for t, ds in enumerate(plan.deps if orders else ()):
         for p in ds:
             for it in range(iterations):
                 if done_at[(p, it)] > done_at[(t, it)]:
@@ -168,7 +202,7 @@ def run_problems(plan, iterations: int = ITERATIONS, seed: int = 0, on_run=None)
 
 
 def check(plan, interleavings: int = INTERLEAVINGS) -> list[str]:
-    """Every invariant broken by `plan` (empty when it holds)."""
+    """Every invariant broken by `plan` (empty when it holds): static, then run in `interleavings` random orders."""
     problems = static_problems(plan)
     if problems:
         return problems
@@ -177,3 +211,11 @@ def check(plan, interleavings: int = INTERLEAVINGS) -> list[str]:
         if problems:
             return problems
     return []
+
+
+def check_for_planning(plan) -> list[str]:
+    """What build_plan checks every plan for: the static invariants, which prove every order in every interleaving,
+    and deadlock in one run of the streams. One run finds every deadlock: a wait, once met, stays met (counters only
+    grow), so no SM's move can keep another's from its next step, and every maximal run of the streams stops in the
+    same state (the system is persistent). The tests run `check`, which also replays the orders in several."""
+    return static_problems(plan) or run_problems(plan, orders=False)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from ark_runtime.tiling import Tile
 
 
@@ -68,8 +70,9 @@ def place(tiles: list[Tile], deps: list[tuple[int, ...]], device: DeviceSpec, po
     if policy not in PLACEMENTS:
         raise ValueError(f"placement {policy!r} is not one of {', '.join(PLACEMENTS)}")
     n = device.num_sms
-    free = [0.0] * n
-    first = [float("inf")] * n  # when each SM's first tile of the iteration starts (none yet: never)
+    free = np.zeros(n)  # when each SM is next free
+    first = np.full(n, np.inf)  # when each SM's first tile of the iteration starts (none yet: never)
+    index = np.arange(n)
     sm, start, finish = [0] * len(tiles), [0.0] * len(tiles), [0.0] * len(tiles)
     read = {p for ds in deps for p in ds}  # tiles another tile reads in the iteration; the rest end it (sinks)
     sinks: dict[int, int] = {}  # per op, its tiles that end the iteration
@@ -79,27 +82,38 @@ def place(tiles: list[Tile], deps: list[tuple[int, ...]], device: DeviceSpec, po
     late = n  # SMs with no tile at the iteration's start
     makespan = 0.0
     for t in tiles:
-        ready_local = {}  # SM -> when the deps on that SM are done
-        ready_remote = 0.0
+        ready_local: dict[int, float] = {}  # SM -> when the deps on that SM are done
         for p in deps[t.id]:
-            ready_local[sm[p]] = max(ready_local.get(sm[p], 0.0), finish[p])
-            ready_remote = max(ready_remote, finish[p] + device.sync_ns)
-        begins = {}
-        for s in ([t.id % n] if policy == "round-robin" else range(n)):
-            # the deps on SM s cost nothing more; every other dep costs a synchronisation
-            others = max((finish[p] + device.sync_ns for p in deps[t.id] if sm[p] != s), default=0.0) \
-                if s in ready_local else ready_remote
-            begins[s] = max(free[s], ready_local.get(s, 0.0), others)
-        soonest = min(begins.values())
-        # of SMs where it starts as soon, the one whose iteration starts latest (or that has no tile yet): the next
-        # iteration's first tiles, on the SMs that start early, then wait least behind this one. A tile that ends
-        # the iteration (nothing reads it) may start up to SINK_SLACK of the schedule later for that: run back to
-        # back, it then overlaps the next iteration's first tiles instead of holding some of them back
-        slack = SINK_SLACK * max(makespan, soonest) \
-            if t.id not in read and sinks[t.op] <= SINKS_PER_SM * late else 0.0
-        best = min((s for s, b in begins.items() if b <= soonest + slack), key=lambda s: (-first[s], begins[s], s)) \
-            if slack else min(begins, key=lambda s: (begins[s], -first[s], s))
-        best_start = begins[best]
+            if finish[p] >= ready_local.get(sm[p], 0.0):
+                ready_local[sm[p]] = finish[p]
+        # the deps on SM s cost nothing more; every other dep costs a synchronisation: from SM s, the latest of the
+        # other SMs' deps (the first of the two latest SMs, unless that is s)
+        top = sorted(ready_local.items(), key=lambda kv: -kv[1])[:2]
+        ready_remote = top[0][1] + device.sync_ns if top else 0.0
+        second = top[1][1] + device.sync_ns if len(top) > 1 else 0.0
+        if policy == "round-robin":
+            s = t.id % n
+            local = ready_local.get(s)
+            others = ready_remote if local is None or s != top[0][0] else second
+            best, best_start = s, max(float(free[s]), local or 0.0, others)
+        else:
+            begins = np.maximum(free, ready_remote)
+            for s, local in ready_local.items():
+                begins[s] = max(float(free[s]), local, second if s == top[0][0] else ready_remote)
+            soonest = float(begins.min())
+            # of SMs where it starts as soon, the one whose iteration starts latest (or that has no tile yet): the
+            # next iteration's first tiles, on the SMs that start early, then wait least behind this one. A tile that
+            # ends the iteration (nothing reads it) may start up to SINK_SLACK of the schedule later for that: run
+            # back to back, it then overlaps the next iteration's first tiles instead of holding some of them back
+            slack = SINK_SLACK * max(makespan, soonest) \
+                if t.id not in read and sinks[t.op] <= SINKS_PER_SM * late else 0.0
+            if slack:
+                cands = index[begins <= soonest + slack]
+                best = int(cands[np.lexsort((cands, begins[cands], -first[cands]))[0]])
+            else:
+                cands = index[begins == soonest]
+                best = int(cands[np.argmax(first[cands])])
+            best_start = float(begins[best])
         late -= first[best] > 0.0 and best_start <= 0.0
         first[best] = min(first[best], best_start)
         sm[t.id], start[t.id] = best, best_start

@@ -130,12 +130,13 @@ def dependencies(model, tiles: list[Tile]) -> list[tuple[int, ...]]:
         order = sorted(range(len(v)), key=lambda i: v[i].writes.r0)
         by_tensor[k] = [v[i] for i in order]
         starts[k] = [v[i].writes.r0 for i in order]
+    boxes = {k: [(w.writes.r1, w.writes.c0, w.writes.c1, w.id) for w in v] for k, v in by_tensor.items()}
     deps = []
     for t in tiles:
         found: set[int] = set()
         for g in t.reads:
-            writers = by_tensor.get(g.tensor, ())
-            hi = bisect.bisect_left(starts.get(g.tensor, []), g.r1)
-            found.update(w.id for w in writers[:hi] if w.writes.overlaps(g))
+            hi = bisect.bisect_left(starts.get(g.tensor, ()), g.r1)  # writers from a row below the read's end
+            r0, c0, c1 = g.r0, g.c0, g.c1
+            found.update(w for wr1, wc0, wc1, w in boxes.get(g.tensor, ())[:hi] if wr1 > r0 and wc0 < c1 and c0 < wc1)
         deps.append(tuple(sorted(found)))
     return deps

@@ -9,6 +9,9 @@ from collections import Counter
 
 import pytest
 
+# Every test lowers its models afresh (a test that patches a pass must see it run); tests of the cache name a folder.
+os.environ.setdefault("ARK_LOWER_CACHE", "0")
+
 # Skips that stay skips on a GPU machine: they need hardware beyond one GPU, or a test double.
 EXPECTED_ON_GPU = ("needs two GPUs", "only the driver test double", "lacks ")
 

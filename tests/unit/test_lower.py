@@ -1,0 +1,150 @@
+"""The one lowering pipeline: what it refuses (graphs edited by hand, bad options), what it keeps (the plan and
+source of a model as written, every op's variant in the plan), and its cache by content."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from ark_runtime import lower_cache, models
+from ark_runtime.graph import Op
+from ark_runtime.lower import LowerError, LowerOptions, lower
+from ark_runtime.model import Model, ModelError
+from ark_runtime.scheduler import DeviceSpec
+from tests.unit.model_strategies import models as random_models
+
+SMALL = DeviceSpec(num_sms=8)
+
+
+def _chain() -> Model:
+    m = Model("chain")
+    x = m.input("x", (4, 16))
+    m.output(m.unary("neg", m.unary("exp", x)))
+    return m
+
+
+def test_a_model_with_no_outputs_is_refused_naming_what_to_do():
+    m = Model("none")
+    m.unary("neg", m.input("x", (2, 8)))
+    with pytest.raises(LowerError, match=r"no outputs: mark what it returns with m.output"):
+        lower(m, SMALL)
+
+
+def test_an_input_cannot_be_an_output():
+    m = Model("io")
+    x = m.input("x", (2, 8))
+    with pytest.raises(ModelError, match="x is an input"):
+        m.output(x)
+
+
+def test_an_input_named_like_an_automatic_name_leaves_every_name_unique():
+    m = Model("names")
+    x = m.input("neg0", (2, 8))
+    y = m.unary("neg", x)
+    assert y.name != "neg0" and len({t.name for t in m.tensors}) == len(m.tensors)
+    m.output(y)
+    assert lower(m, SMALL).plan.tiles
+
+
+def test_two_tensors_of_one_name_forged_into_the_graph_are_refused():
+    m = _chain()
+    t = m.tensors[1]
+    m.tensors[1] = dataclasses.replace(t, name="x")
+    with pytest.raises(LowerError, match="both named 'x'"):
+        lower(m, SMALL)
+
+
+def test_a_forged_self_dependency_is_a_cycle():
+    m = _chain()
+    op = m.ops[1]
+    m.ops[1] = Op(op.id, op.kind, op.fn, (op.output,), op.output, op.attrs)
+    with pytest.raises(LowerError, match="cycle: op 1 .* reads its own output"):
+        lower(m, SMALL)
+
+
+def test_a_forged_forward_read_is_a_cycle_not_a_key_error():
+    m = _chain()
+    op = m.ops[0]
+    m.ops[0] = Op(op.id, op.kind, op.fn, (m.ops[1].output,), op.output, op.attrs)
+    with pytest.raises(LowerError, match="cycle: op 0 .* which op 1 writes after it"):
+        lower(m, SMALL)
+
+
+@pytest.mark.parametrize("forge, message", [
+    (lambda m: m.ops.append(Op(5, "unary", "neg", (0,), 1)), "has id 5"),
+    (lambda m: m.ops.__setitem__(0, Op(0, "warp", "warp", (0,), 1)), "kind 'warp' is not one of"),
+    (lambda m: m.ops.__setitem__(0, Op(0, "unary", "exp", (9,), 1)), "reads tensor 9, which does not exist"),
+    (lambda m: m.outputs.append(0), "output x .* is an input"),
+    (lambda m: m.outputs.append(99), "output 99 is not a tensor"),
+])
+def test_hand_edited_graphs_are_refused_with_what_is_wrong(forge, message):
+    m = _chain()
+    forge(m)
+    with pytest.raises(LowerError, match=message):
+        lower(m, SMALL)
+
+
+def test_bad_options_are_refused():
+    for bad in ({"fuse_chains": 1}, {"split_k": "yes"}, {"placement": "nearest"},
+                {"copy_paths": (("x", "teleport"),)}):
+        with pytest.raises(LowerError):
+            LowerOptions(**bad)
+    with pytest.raises(LowerError, match="LowerOptions"):
+        lower(_chain(), SMALL, {"fuse_chains": False})
+    with pytest.raises(LowerError, match="takes a Model"):
+        lower("chain", SMALL)
+
+
+def test_copy_paths_naming_no_copy_are_refused():
+    with pytest.raises(LowerError, match="names nothing8, which no copy op"):
+        lower(models.copy_out(8192), SMALL, LowerOptions(copy_paths=(("nothing8", "sm"),)))
+
+
+def test_every_op_has_its_variant_in_the_plan_json():
+    lw = lower(models.named("block-s128"), DeviceSpec(num_sms=132))
+    data = lw.plan.as_json()
+    assert len(data["variants"]) == len(lw.model.ops)
+    matmuls = [v for v, op in zip(data["variants"], lw.model.ops) if op.kind == "matmul"]
+    assert matmuls and all(v["template"] in ("matmul_sm90", "matmul_wmma", "gemv", "gemv_mma") and v["block"]
+                           for v in matmuls)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_models())
+def test_random_models_lower_the_same_from_the_cache(tmp_path_factory, model):
+    folder = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(lower_cache.ENV, str(folder))
+        first = lower(model, SMALL)
+        again = lower(model, SMALL)
+    assert list(folder.glob("*.pkl"))
+    assert again.plan.as_json() == first.plan.as_json() and again.source == first.source
+
+
+def test_a_switch_or_another_device_misses_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(lower_cache.ENV, str(tmp_path))
+    m = models.named("mlp-b64")
+    split = lower(m, DeviceSpec(num_sms=132))
+    monkeypatch.setenv("ARK_SPLIT_K", "0")
+    whole = lower(m, DeviceSpec(num_sms=132))
+    assert len(split.model.ops) != len(whole.model.ops)
+    assert len(lower(m, DeviceSpec(num_sms=64)).plan.streams) == 64
+    assert len(list(tmp_path.glob("*.pkl"))) == 3
+
+
+def test_a_corrupt_cache_file_is_lowered_again(tmp_path, monkeypatch):
+    monkeypatch.setenv(lower_cache.ENV, str(tmp_path))
+    m = _chain()
+    first = lower(m, SMALL)
+    for f in tmp_path.glob("*.pkl"):
+        f.write_bytes(b"not a pickle")
+    assert lower(m, SMALL).source == first.source
+
+
+def test_an_unwritable_cache_is_skipped(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv(lower_cache.ENV, str(blocker / "below"))
+    assert lower(_chain(), SMALL).plan.tiles
