@@ -192,7 +192,7 @@ class ReferenceEngine(Backend):
         self._regions: list[Region | None] = [None] * g.num_regions
         self._queues = [_Queue(g.slots, bytearray(g.slots * DESCRIPTOR_BYTES)) for _ in range(g.num_queues)]
         self._errlog: deque[ErrorLogEntry] = deque()
-        self.errlog_overflow = False
+        self._errlog_overflow = False
         self._descriptors = 0
         self._bytes = 0
 
@@ -335,7 +335,7 @@ class ReferenceEngine(Backend):
         if len(self._errlog) < self._errlog_depth:
             self._errlog.append(ErrorLogEntry(queue, code, cookie, index))
         else:
-            self.errlog_overflow = True
+            self._errlog_overflow = True
         if write:
             self._write_completion(q)
 
@@ -366,6 +366,12 @@ class ReferenceEngine(Backend):
         entries = list(self._errlog)
         self._errlog.clear()
         return entries
+
+    def errlog_overflow(self) -> bool:
+        return self._errlog_overflow
+
+    def clear_errlog_overflow(self) -> None:
+        pass  # STATUS is read-only in ABI 1.0: a write to it is ignored, as the RTL ignores it
 
     def counters(self) -> Counters:
         return Counters(self._descriptors, self._bytes, 0)

@@ -271,7 +271,7 @@ def test_error_log_overflow_is_reported():
             eng.write_slots(q, 0, Descriptor(3, 0, 3, 0, 1, cookie=q).pack())
             eng.ring(q, 1)
         eng.wait_idle()
-        assert len(eng.error_log()) == 2 and eng.errlog_overflow
+        assert eng.errlog_overflow() and len(eng.error_log()) == 2 and eng.errlog_overflow()
 
 
 def test_pinning_the_thread_to_a_cpu():
