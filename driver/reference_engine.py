@@ -14,6 +14,9 @@ The rules it encodes (docs/abi.md repeats them for people):
   dry (completed == posted), on a halt, on enable (the start index) and on disable.
 - Disabling a queue drops descriptors that have not started; a halted queue restarts only
   through disable and enable.
+- The error log keeps the oldest entries: one that finds it full is dropped and sets the
+  overflow flag, which only clear_errlog_overflow() (STATUS.ERRLOG_OVERFLOW written 1) and a
+  reset clear; popping the log leaves it.
 """
 
 from __future__ import annotations
@@ -371,7 +374,7 @@ class ReferenceEngine(Backend):
         return self._errlog_overflow
 
     def clear_errlog_overflow(self) -> None:
-        pass  # STATUS is read-only in ABI 1.0: a write to it is ignored, as the RTL ignores it
+        self._errlog_overflow = False
 
     def counters(self) -> Counters:
         return Counters(self._descriptors, self._bytes, 0)

@@ -272,7 +272,8 @@ class SoftwareEngine(Backend):
         return bool(over.value)
 
     def clear_errlog_overflow(self) -> None:
-        pass  # STATUS is read-only in ABI 1.0: a write to it is ignored, as the RTL ignores it
+        native.check(self._lib.arkdma_sw_clear_errlog_overflow(self._ptr, self.timeout),
+                     "clear the error log overflow flag")
 
     def counters(self) -> Counters:
         d, b = ctypes.c_uint64(0), ctypes.c_uint64(0)

@@ -104,6 +104,7 @@ _SIGNATURES = {
     "arkdma_sw_error_log": (_INT, [("engine", _E), ("entries", _P(ErrlogEntry)), ("capacity", _U32),
                                    ("count_out", _P(_U32)), ("timeout", _D)]),
     "arkdma_sw_errlog_overflow": (_INT, [("engine", _E), ("overflow_out", _P(_U32)), ("timeout", _D)]),
+    "arkdma_sw_clear_errlog_overflow": (_INT, [("engine", _E), ("timeout", _D)]),
     "arkdma_sw_counters": (_INT, [("engine", _E), ("descriptors_out", _P(_U64)), ("bytes_out", _P(_U64)),
                                   ("timeout", _D)]),
     "arkdma_sw_busy": (_INT, [("engine", _E), ("busy_out", _P(_INT)), ("timeout", _D)]),

@@ -155,6 +155,12 @@ ARKDMA_API int arkdma_sw_errlog_overflow(Engine* e, uint32_t* overflow, double t
   return done(rc, error);
 }
 
+// Writes 1 to STATUS.ERRLOG_OVERFLOW: clears it, the log keeps its entries.
+ARKDMA_API int arkdma_sw_clear_errlog_overflow(Engine* e, double timeout) {
+  std::string error;
+  return done(e->clear_errlog_overflow(timeout, error), error);
+}
+
 ARKDMA_API int arkdma_sw_counters(Engine* e, uint64_t* descriptors, uint64_t* bytes, double timeout) {
   std::string error;
   int rc = e->counters(*descriptors, *bytes, timeout, error);

@@ -572,6 +572,16 @@ int Engine::errlog_overflow(bool& out, double timeout, std::string& error) {
   return rc;
 }
 
+// STATUS.ERRLOG_OVERFLOW is write-1-to-clear: only this (and a reset) clears it, popping the log leaves it.
+int Engine::clear_errlog_overflow(double timeout, std::string& error) {
+  return call(
+      [this]() -> int {
+        errlog_overflow_ = false;
+        return OK;
+      },
+      timeout, error);
+}
+
 int Engine::counters(uint64_t& descriptors, uint64_t& bytes, double timeout, std::string& error) {
   auto result = std::make_shared<std::pair<uint64_t, uint64_t>>();
   int rc = call(

@@ -99,6 +99,9 @@ class FakeCardBar(Bar):
                 self.regs = {offset: value & ~2}
         elif offset == GLOBAL.address("ERRLOG_POP") and self.errlog:
             self.errlog.pop(0)
+        elif offset == GLOBAL.address("STATUS") and value & 1 << 4:  # ERRLOG_OVERFLOW is write-1-to-clear
+            self.errlog_overflow = False
+            self.engine.clear_errlog_overflow()
         elif hit := self._block(offset, REGION, g.num_regions):
             r, name = hit
             if name == "PERMS":

@@ -16,7 +16,7 @@ from driver.descriptor import Descriptor
 from driver.device import Device
 from driver.dtypes import DESCRIPTOR_DTYPE
 from driver.errors import ArkdmaError, EngineTimeout, QueueError
-from host.engine import SoftwareEngine
+from host.engine import ERRLOG_BATCH, SoftwareEngine
 from host.memory import EngineClosed
 from host.native import EngineArgumentError
 
@@ -272,6 +272,21 @@ def test_error_log_overflow_is_reported():
             eng.ring(q, 1)
         eng.wait_idle()
         assert eng.errlog_overflow() and len(eng.error_log()) == 2 and eng.errlog_overflow()
+        eng.clear_errlog_overflow()
+        assert not eng.errlog_overflow()
+
+
+def test_a_log_deeper_than_one_read_is_popped_whole_in_order():
+    """The C API pops at most its capacity per call and leaves the rest; error_log() reads on until it is empty."""
+    depth = 2 * ERRLOG_BATCH + 3
+    with engine(num_queues=1, errlog_depth=depth) as eng:
+        for start in range(depth):
+            eng.disable_queue(0)
+            eng.configure_queue(0, 9, 0, start)  # region 9 is not registered: the enable halts the queue
+            eng.enable_queue(0)
+        log = eng.error_log()
+        assert [e.index for e in log] == list(range(depth)) and not eng.errlog_overflow()
+        assert eng.error_log() == []
 
 
 def test_pinning_the_thread_to_a_cpu():
