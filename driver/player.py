@@ -8,9 +8,9 @@ simulator). register_program.py does the same for the engine's register sequence
 A port offers: alloc(size, placement) -> handle, write(handle, offset, data), read(handle, offset, n),
 address(handle), hole(size) -> unbacked bus address, the host calls set_region, clear_region,
 configure_queue, enable_queue, disable_queue, reset, clear_errlog_overflow, the producer calls write_slots
-and ring, the observations queue_state, error_log, errlog_overflow, counters, and the pacing calls pause() (nothing to do until the
-engine moves), advance(n), idle(cycles), wait_idle(), deadline() and expired(deadline), now() (seconds)
-and `timebase` (what now() counts).
+and ring, the observations queue_state, error_log, errlog_overflow, counters, and the pacing calls pause()
+(nothing to do until the engine moves), advance(n), idle(cycles), wait_idle(), deadline() and
+expired(deadline), now() (seconds) and `timebase` (what now() counts).
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@ reader of the docs found): every engine plays them and must match the reference 
 
 from __future__ import annotations
 
+import itertools
+
 from driver.abi import COMPLETION_COUNT_MASK, Perm
 from driver.scenario import Scenario
 from tests.conformance.builder import Builder, desc
@@ -110,16 +112,16 @@ def error_log_overflow_flag() -> Scenario:
     Each error is an enable whose completion word has no home (region 9 is not registered): the queue halts at
     once with UNKNOWN_REGION and ERROR_INDEX = START, a different START each time, so entries tell apart."""
     b = Builder("rule_error_log_overflow_flag")
-    count = iter(range(1, 1000))
+    starts = itertools.count(1)
 
     def errors(n: int) -> None:
         for _ in range(n):
             b.disable(0)
-            b.configure(0, 9, 0, start=next(count))
+            b.configure(0, 9, 0, start=next(starts))
             b.enable(0)
 
     errors(ERRLOG_DEPTH + 1)
-    b.observe_errlog("17 errors, log not read", overflow=True)
+    b.observe_errlog(f"{ERRLOG_DEPTH + 1} errors, log not read", overflow=True)
     b.read_errlog("first read of the log", entries=ERRLOG_DEPTH, overflow=True)
     b.read_errlog("second read, the log empty", entries=0, overflow=True)
     b.clear_errlog_overflow()

@@ -337,6 +337,9 @@ def test_bad_control_arguments_are_refused_with_the_reason():
             eng.alloc(0)
     with pytest.raises(EngineClosed, match="closed"):
         eng.ring(0, 1)
+    for call in (eng.error_log, eng.errlog_overflow, eng.clear_errlog_overflow):
+        with pytest.raises(EngineClosed, match="closed"):
+            call()
 
 
 def test_wait_idle_is_bounded():
