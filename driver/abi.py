@@ -23,6 +23,13 @@ COMPLETION_COUNT_MASK = (1 << COMPLETION_ERROR_BIT) - 1
 DOORBELL_BITS = 32
 IMM_BYTES = 8
 
+COMPLETION_DOC = (
+    f"{COMPLETION_BYTES} bytes at an 8-byte-aligned bus address (region base + COMPL_OFFSET): bits "
+    f"0..{COMPLETION_ERROR_BIT - 1} count the completed descriptors of the queue from START, modulo "
+    f"2^{COMPLETION_ERROR_BIT} (after 2^{COMPLETION_ERROR_BIT} - 1 comes 0, so compare counts modulo "
+    f"2^{COMPLETION_ERROR_BIT}); bit {COMPLETION_ERROR_BIT} is the sticky error flag."
+)
+
 REGION_ID_BITS = 16
 MAX_LENGTH = (1 << 32) - 1  # the descriptor's length field is 32 bits wide
 
@@ -245,6 +252,7 @@ class Access(str, Enum):
     R = "R"  # read-only
     RW = "RW"
     W = "W"  # write-only (reads return the last value written, or 0)
+    RW1C = "RW1C"  # a sticky flag: reads as set until 1 is written to it; writing 0 leaves it
 
 
 @dataclass(frozen=True)
@@ -253,6 +261,11 @@ class Bits:
     lsb: int
     width: int
     doc: str
+    access: Access | None = None  # where it differs from its register's (a RW1C flag in a read-only register)
+
+    @property
+    def mask(self) -> int:
+        return ((1 << self.width) - 1) << self.lsb
 
 
 @dataclass(frozen=True)
@@ -318,13 +331,20 @@ GLOBAL = Block(
             "STATUS",
             0x028,
             Access.R,
-            "engine status",
+            "engine status; writes change only its RW1C bits",
             (
                 Bits("ENABLED", 0, 1, "CONTROL.ENABLE as seen by the engine"),
                 Bits("IDLE", 1, 1, "no descriptor in flight on any queue"),
                 Bits("HALTED", 2, 1, "at least one queue halted on an error"),
                 Bits("ERRLOG_VALID", 3, 1, "the error log holds an entry"),
-                Bits("ERRLOG_OVERFLOW", 4, 1, "errors were dropped because the log was full"),
+                Bits(
+                    "ERRLOG_OVERFLOW",
+                    4,
+                    1,
+                    "an error was dropped because the log was full; stays set until 1 is written here or the "
+                    "engine resets (reading the log leaves it set)",
+                    Access.RW1C,
+                ),
             ),
         ),
         Register(
@@ -336,7 +356,8 @@ GLOBAL = Block(
         ),
         Register("ERRLOG_COOKIE", 0x030, Access.R, "cookie of the oldest entry's descriptor"),
         Register("ERRLOG_INDEX", 0x034, Access.R, "producer index (low 32 bits) of the oldest entry"),
-        Register("ERRLOG_POP", 0x038, Access.W, "write any value: drop the oldest entry"),
+        Register("ERRLOG_POP", 0x038, Access.W,
+                 "write any value: drop the oldest entry (STATUS.ERRLOG_OVERFLOW stays as it is)"),
         Register("CYCLES_LO", 0x040, Access.R, "clock cycles since reset, low word"),
         Register("CYCLES_HI", 0x044, Access.R, "clock cycles since reset, high word"),
         Register("DESCRIPTORS_LO", 0x048, Access.R, "descriptors completed, low word"),
@@ -409,8 +430,13 @@ QUEUE = Block(
         Register("COMPLETED_LO", 0x18, Access.R, "completion word as the engine holds it, low word"),
         Register("COMPLETED_HI", 0x1C, Access.R, "completion word, high word (bit 31 = error)"),
         Register("COMPL_REGION", 0x20, Access.RW, "region that receives the completion word"),
-        Register("COMPL_OFFSET_LO", 0x24, Access.RW, "offset of the completion word (multiple of 8), low"),
-        Register("COMPL_OFFSET_HI", 0x28, Access.RW, "offset of the completion word, high word"),
+        Register(
+            "COMPL_OFFSET_LO",
+            0x24,
+            Access.RW,
+            "offset of the completion word in its region, low word (region base + offset must be a multiple of 8)",
+        ),
+        Register("COMPL_OFFSET_HI", 0x28, Access.RW, "offset of the completion word in its region, high word"),
         Register("ERROR_COOKIE", 0x2C, Access.R, "cookie of the descriptor that halted the queue"),
         Register("ERROR_INDEX", 0x30, Access.R, "producer index (low 32 bits) that halted the queue"),
     ),

@@ -85,7 +85,8 @@ def c_header() -> str:
             out.append(_define(f"ARKDMA_{name}_{reg.name}", reg.offset, f"{reg.access}: {reg.doc}"))
             for b in reg.bits:
                 out.append(_define(f"ARKDMA_{name}_{reg.name}_{b.name}_LSB", b.lsb))
-                out.append(_define(f"ARKDMA_{name}_{reg.name}_{b.name}_MASK", ((1 << b.width) - 1) << b.lsb))
+                out.append(_define(f"ARKDMA_{name}_{reg.name}_{b.name}_MASK", b.mask,
+                                   f"{b.access.value}: {b.doc}" if b.access else ""))
         out.append("")
     out += [
         "/* what a device-API call returns (device.cuh), and the status record's code */",
@@ -154,9 +155,7 @@ def markdown() -> str:
         *_table(["bit", "flag"], [[f"{int(m):#x}", m.name] for m in abi.Flag]),
         "## Completion word",
         "",
-        f"{abi.COMPLETION_BYTES} bytes: bits 0..{abi.COMPLETION_ERROR_BIT - 1} count the completed "
-        f"descriptors of the queue (monotonic, starting at START); bit {abi.COMPLETION_ERROR_BIT} "
-        "is the sticky error flag.",
+        abi.COMPLETION_DOC,
         "",
         "## Error codes",
         "",
@@ -202,7 +201,7 @@ def markdown() -> str:
             rows.append([f"{reg.offset:#05x}", f"`{reg.name}`", reg.access.value, reg.doc])
             for b in reg.bits:
                 span = f"{b.lsb}" if b.width == 1 else f"{b.lsb + b.width - 1}:{b.lsb}"
-                rows.append(["", f"&nbsp;&nbsp;[{span}] `{b.name}`", "", b.doc])
+                rows.append(["", f"&nbsp;&nbsp;[{span}] `{b.name}`", b.access.value if b.access else "", b.doc])
         out += _table(["offset", "register", "access", "meaning"], rows)
     return "\n".join(out)
 

@@ -177,6 +177,14 @@ class Backend(ABC):
         """Entries not yet popped, oldest first; pops them."""
 
     @abstractmethod
+    def errlog_overflow(self) -> bool:
+        """STATUS.ERRLOG_OVERFLOW: whether an error was dropped because the log was full."""
+
+    @abstractmethod
+    def clear_errlog_overflow(self) -> None:
+        """Write 1 to STATUS.ERRLOG_OVERFLOW."""
+
+    @abstractmethod
     def counters(self) -> Counters: ...
 
     @abstractmethod

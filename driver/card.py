@@ -274,6 +274,12 @@ class CardBackend(Backend):
             self._run(rp.pop_errlog())
         raise CardError("the error log never empties: STATUS.ERRLOG_VALID stays set after 65536 pops")
 
+    def errlog_overflow(self) -> bool:
+        return rp.errlog_overflow(self.bar.read32(rp.status_address()))
+
+    def clear_errlog_overflow(self) -> None:
+        self._run(rp.clear_errlog_overflow())
+
     def counters(self) -> Counters:
         return rp.decode_counters(self._read(rp.counter_addresses()))
 

@@ -9,10 +9,10 @@ workload.py hold the data played and never import this module.
 
 A port offers: alloc(size, placement) -> handle, write(handle, offset, data), read(handle, offset, n),
 address(handle), hole(size) -> unbacked bus address, the host calls set_region, clear_region,
-configure_queue, enable_queue, disable_queue, reset, the producer calls write_slots and ring, the
-observations queue_state, error_log, counters, and the pacing calls pause() (nothing to do until the
-engine moves), advance(n), idle(cycles), wait_idle(), deadline() and expired(deadline), now() (seconds)
-and `timebase` (what now() counts).
+configure_queue, enable_queue, disable_queue, reset, clear_errlog_overflow, the producer calls write_slots
+and ring, the observations queue_state, error_log, errlog_overflow, counters, and the pacing calls pause()
+(nothing to do until the engine moves), advance(n), idle(cycles), wait_idle(), deadline() and
+expired(deadline), now() (seconds) and `timebase` (what now() counts).
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ class ScenarioState:
     regions: dict[int, tuple[str | None, int]] = field(default_factory=dict)  # id -> (buffer name, offset)
     starts: dict[int, int] = field(default_factory=dict)
     posted: dict[int, int] = field(default_factory=dict)
+    observed: list[dict] = field(default_factory=list)  # what the error-log steps saw, in order
 
 
 def scenario_steps(scenario: Scenario) -> Program[ScenarioState]:
@@ -94,14 +95,20 @@ def outcome(st: ScenarioState) -> Program[Outcome]:
             "error_index": s.error_index if s.halted else 0,
             "completion_word": s.completion_word,
         }
-    log = yield ("error_log",)
-    errlog = sorted(({"queue": e.queue, "code": ErrorCode(e.code).name, "cookie": e.cookie, "index": e.index}
-                     for e in log), key=lambda e: (e["queue"], e["index"]))
+    errlog = _entries((yield ("error_log",)))
+    overflow = yield ("errlog_overflow",)
     counters = yield ("counters",)
     buffers = {}
     for name, (handle, size) in st.buffers.items():
         buffers[name] = yield ("read", handle, 0, size)
-    return Outcome(buffers, queues, errlog, counters.descriptors, counters.bytes)
+    return Outcome(buffers, queues, errlog, counters.descriptors, counters.bytes, bool(overflow), st.observed)
+
+
+def _entries(log) -> list[dict]:
+    """Error log entries as plain data, by queue and index (queues halting at once may log in either order;
+    entries of one queue keep the order they were popped in)."""
+    return sorted(({"queue": e.queue, "code": ErrorCode(e.code).name, "cookie": e.cookie, "index": e.index}
+                   for e in log), key=lambda e: (e["queue"], e["index"]))
 
 
 def play_scenario(scenario: Scenario) -> Program[Outcome]:
@@ -201,9 +208,28 @@ def _reset(st):
     st.completion.clear()
 
 
+def _observe_errlog(st, label: str):
+    """Read STATUS.ERRLOG_OVERFLOW, leaving the log as it is."""
+    overflow = yield ("errlog_overflow",)
+    st.observed.append({"label": label, "overflow": bool(overflow)})
+
+
+def _read_errlog(st, label: str):
+    """Pop every entry of the error log, then read STATUS.ERRLOG_OVERFLOW."""
+    entries = _entries((yield ("error_log",)))
+    overflow = yield ("errlog_overflow",)
+    st.observed.append({"label": label, "entries": entries, "overflow": bool(overflow)})
+
+
+def _clear_errlog_overflow(st):
+    yield ("clear_errlog_overflow",)
+
+
 _STEPS = {"region": _region, "region_hole": _region_hole, "clear_region": _clear_region, "configure": _configure,
           "enable": _enable, "disable": _disable, "write": _write, "ring": _ring, "post": _post,
-          "advance": _advance, "wait_idle": _wait_idle, "idle": _idle, "reset": _reset}
+          "advance": _advance, "wait_idle": _wait_idle, "idle": _idle, "reset": _reset,
+          "observe_errlog": _observe_errlog, "read_errlog": _read_errlog,
+          "clear_errlog_overflow": _clear_errlog_overflow}
 
 
 # --- the demo workload -----------------------------------------------------------------------------------
@@ -330,6 +356,12 @@ class BackendPort:
 
     def error_log(self):
         return self.backend.error_log()
+
+    def errlog_overflow(self) -> bool:
+        return self.backend.errlog_overflow()
+
+    def clear_errlog_overflow(self) -> None:
+        self.backend.clear_errlog_overflow()
 
     def counters(self):
         return self.backend.counters()

@@ -14,6 +14,9 @@ The rules it encodes (docs/abi.md repeats them for people):
   dry (completed == posted), on a halt, on enable (the start index) and on disable.
 - Disabling a queue drops descriptors that have not started; a halted queue restarts only
   through disable and enable.
+- The error log keeps the oldest entries: one that finds it full is dropped and sets the
+  overflow flag, which only clear_errlog_overflow() (STATUS.ERRLOG_OVERFLOW written 1) and a
+  reset clear; popping the log leaves it.
 """
 
 from __future__ import annotations
@@ -192,7 +195,7 @@ class ReferenceEngine(Backend):
         self._regions: list[Region | None] = [None] * g.num_regions
         self._queues = [_Queue(g.slots, bytearray(g.slots * DESCRIPTOR_BYTES)) for _ in range(g.num_queues)]
         self._errlog: deque[ErrorLogEntry] = deque()
-        self.errlog_overflow = False
+        self._errlog_overflow = False
         self._descriptors = 0
         self._bytes = 0
 
@@ -335,7 +338,7 @@ class ReferenceEngine(Backend):
         if len(self._errlog) < self._errlog_depth:
             self._errlog.append(ErrorLogEntry(queue, code, cookie, index))
         else:
-            self.errlog_overflow = True
+            self._errlog_overflow = True
         if write:
             self._write_completion(q)
 
@@ -366,6 +369,12 @@ class ReferenceEngine(Backend):
         entries = list(self._errlog)
         self._errlog.clear()
         return entries
+
+    def errlog_overflow(self) -> bool:
+        return self._errlog_overflow
+
+    def clear_errlog_overflow(self) -> None:
+        self._errlog_overflow = False
 
     def counters(self) -> Counters:
         return Counters(self._descriptors, self._bytes, 0)

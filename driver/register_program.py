@@ -211,6 +211,15 @@ def pop_errlog() -> list[Step]:
     return [Write(GLOBAL.address("ERRLOG_POP"), 1)]
 
 
+def errlog_overflow(status: int) -> bool:
+    return bool(_field(GLOBAL, "STATUS", "ERRLOG_OVERFLOW", status))
+
+
+def clear_errlog_overflow() -> list[Step]:
+    """Write 1 to STATUS.ERRLOG_OVERFLOW (the other STATUS bits ignore writes)."""
+    return [Write(GLOBAL.address("STATUS"), _bit(GLOBAL, "STATUS", "ERRLOG_OVERFLOW"))]
+
+
 COUNTERS = ("DESCRIPTORS_LO", "DESCRIPTORS_HI", "BYTES_LO", "BYTES_HI", "CYCLES_LO", "CYCLES_HI")
 
 

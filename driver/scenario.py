@@ -24,6 +24,9 @@ Operations (dicts with "op"):
   wait_idle
   idle          cycles                                 let a free-running engine work (4 ns a cycle)
   reset                                                global reset: queues and region table cleared
+  observe_errlog  label                                read STATUS.ERRLOG_OVERFLOW (the log stays as it is)
+  read_errlog     label                                pop every error log entry, then read the overflow flag
+  clear_errlog_overflow                                write 1 to STATUS.ERRLOG_OVERFLOW
 Descriptors are dicts of DESCRIPTOR field names (missing fields are 0).
 """
 
@@ -91,6 +94,8 @@ class Outcome:
     errlog: list[dict]
     descriptors: int
     bytes: int
+    errlog_overflow: bool = False  # STATUS.ERRLOG_OVERFLOW at the end
+    observed: list[dict] = field(default_factory=list)  # what the observe_errlog/read_errlog steps saw, in order
 
     def to_json(self) -> dict:
         return {**asdict(self), "buffers": {k: v.hex() for k, v in self.buffers.items()}}
@@ -103,6 +108,8 @@ class Outcome:
             d["errlog"],
             d["descriptors"],
             d["bytes"],
+            d["errlog_overflow"],
+            d["observed"],
         )
 
     def completed(self, queue: int) -> int:

@@ -21,6 +21,7 @@ from host.memory import NativeBuffer, NativeHandle, free_all
 
 CAPS = Capability.NOTIFY | Capability.FENCE | Capability.IMM | Capability.ERROR_LOG | Capability.PERF_COUNTERS
 EXECUTORS = {"host": native.Executor.HOST, "cuda": native.Executor.CUDA}
+ERRLOG_BATCH = 256  # entries one call pops at most (a log built deeper is read in several)
 HOST_IDLE_SPINS = 20_000  # host executor: idle polls before the thread naps (CI shares its cores)
 CUDA_STREAMS = 4  # copy streams per queue: 64 KiB scattered at 256 in flight 43-44 GB/s vs 32-36 with one (H100)
 
@@ -109,7 +110,6 @@ class SoftwareEngine(Backend):
                      f"open engine {self.name}")
         self._handle = NativeHandle(ptr.value)
         self._pointers = [self._queue_pointers(q) for q in range(num_queues)]
-        self.errlog_overflow = False
         if start:
             self.start()
 
@@ -220,7 +220,6 @@ class SoftwareEngine(Backend):
     def reset(self) -> None:
         native.check(self._lib.arkdma_sw_reset(self._ptr, self.timeout), "reset")
         self._handle.regions.clear()
-        self.errlog_overflow = False
 
     # --- producer (the CPU standing in for a GPU thread) --------------------------------------
     def write_slots(self, queue: int, index: int, raw: bytes) -> None:
@@ -256,15 +255,25 @@ class SoftwareEngine(Backend):
                           info.error_cookie, info.error_index, info.completion_word)
 
     def error_log(self) -> list[ErrorLogEntry]:
-        entries = (native.ErrlogEntry * 4096)()
-        count, overflow = ctypes.c_uint32(0), ctypes.c_uint32(0)
-        native.check(
-            self._lib.arkdma_sw_error_log(self._ptr, entries, len(entries), ctypes.byref(count),
-                                          ctypes.byref(overflow), self.timeout),
-            "error log",
-        )
-        self.errlog_overflow = bool(overflow.value)
-        return [ErrorLogEntry(e.queue, ErrorCode(e.code), e.cookie, e.index) for e in entries[: count.value]]
+        entries = (native.ErrlogEntry * ERRLOG_BATCH)()
+        count = ctypes.c_uint32(0)
+        out: list[ErrorLogEntry] = []
+        while True:
+            native.check(self._lib.arkdma_sw_error_log(self._ptr, entries, len(entries), ctypes.byref(count),
+                                                       self.timeout), "error log")
+            out += [ErrorLogEntry(e.queue, ErrorCode(e.code), e.cookie, e.index) for e in entries[: count.value]]
+            if count.value < len(entries):
+                return out
+
+    def errlog_overflow(self) -> bool:
+        over = ctypes.c_uint32(0)
+        native.check(self._lib.arkdma_sw_errlog_overflow(self._ptr, ctypes.byref(over), self.timeout),
+                     "error log overflow flag")
+        return bool(over.value)
+
+    def clear_errlog_overflow(self) -> None:
+        native.check(self._lib.arkdma_sw_clear_errlog_overflow(self._ptr, self.timeout),
+                     "clear the error log overflow flag")
 
     def counters(self) -> Counters:
         d, b = ctypes.c_uint64(0), ctypes.c_uint64(0)

@@ -12,7 +12,8 @@ from rtl.records import errlog_layout, errlog_push_signature, errlog_read_signat
 
 class ErrorLog(wiring.Component):
     """A FIFO of (code, queue, cookie, index). An entry that finds it full is dropped and sets the
-    sticky `overflow` flag (cleared only by a reset)."""
+    sticky `overflow` flag (STATUS.ERRLOG_OVERFLOW, write-1-to-clear): `clear_overflow` or a reset
+    clears it, popping does not, and a drop in the cycle of a clear leaves it set."""
 
     def __init__(self, depth: int):
         self.depth = depth
@@ -30,4 +31,6 @@ class ErrorLog(wiring.Component):
         ]
         with m.If(self.push.valid & ~fifo.w_rdy):
             m.d.sync += self.read.overflow.eq(1)
+        with m.Elif(self.read.clear_overflow):
+            m.d.sync += self.read.overflow.eq(0)
         return m

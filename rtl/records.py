@@ -235,5 +235,7 @@ def errlog_push_signature() -> wiring.Signature:
 
 
 def errlog_read_signature() -> wiring.Signature:
-    """The error log's head as the register file reads and pops it (from the log's side)."""
-    return wiring.Signature({"valid": Out(1), "head": Out(errlog_layout()), "overflow": Out(1), "pop": In(1)})
+    """The error log's head as the register file reads and pops it, and its overflow flag, which the register
+    file clears when STATUS.ERRLOG_OVERFLOW is written 1 (from the log's side)."""
+    return wiring.Signature({"valid": Out(1), "head": Out(errlog_layout()), "overflow": Out(1), "pop": In(1),
+                             "clear_overflow": In(1)})

@@ -24,6 +24,8 @@ class RegisterFile(wiring.Component):
     cycle after the strobe. 64-bit counters read atomically: reading the low word latches the high
     word, which the next read of the high word returns.
 
+    Writing 1 to STATUS.ERRLOG_OVERFLOW clears the error log's overflow flag (RW1C).
+
     CONTROL.RESET starts a flush: every queue stops, the pipeline drains (bus transactions in flight
     finish), then `soft_reset` clears queues, regions, the error log and the counters, and RESET
     reads 0 again."""
@@ -72,6 +74,7 @@ class RegisterFile(wiring.Component):
         ]
         enable_bit = bits_of(GLOBAL, "CONTROL", "ENABLE").start
         reset_bit = bits_of(GLOBAL, "CONTROL", "RESET").start
+        overflow_bit = bits_of(GLOBAL, "STATUS", "ERRLOG_OVERFLOW").start  # RW1C; STATUS's other bits ignore writes
         m.d.comb += self.flush_next.eq(self.flush)
         m.d.sync += self.flush.eq(self.flush_next)
         with m.If(b.w_valid & wg):
@@ -82,6 +85,8 @@ class RegisterFile(wiring.Component):
                         m.d.comb += self.flush_next.eq(1)
                 with m.Case(g["ERRLOG_POP"]):
                     m.d.comb += self.log.pop.eq(1)
+                with m.Case(g["STATUS"]):
+                    m.d.comb += self.log.clear_overflow.eq(b.w_data[overflow_bit])
         # `drained` is registered (its terms come from every stage): it counts once the flush has held for a
         # cycle, so that what started in the cycle before the flush has shown in it
         drained_r, flushing = Signal(), Signal()

@@ -107,5 +107,11 @@ class SimDriver:
             await self.run(rp.pop_errlog())
         return entries
 
+    async def errlog_overflow(self) -> bool:
+        return rp.errlog_overflow(await self.read(rp.status_address()))
+
+    async def clear_errlog_overflow(self) -> None:
+        await self.run(rp.clear_errlog_overflow())
+
     async def counters(self) -> Counters:
         return rp.decode_counters([await self.read(a) for a in rp.counter_addresses()])

@@ -62,6 +62,12 @@ class SimPort:
     def error_log(self):
         return self.driver.error_log()
 
+    def errlog_overflow(self):
+        return self.driver.errlog_overflow()
+
+    def clear_errlog_overflow(self):
+        return self.driver.clear_errlog_overflow()
+
     def counters(self):
         return self.driver.counters()
 

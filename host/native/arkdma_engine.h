@@ -68,8 +68,12 @@ int arkdma_sw_ring(arkdma_sw_engine* engine, uint32_t queue, uint32_t doorbell, 
 /* out: window (host), window (device), doorbell (host), doorbell (device); device addresses 0 when no GPU maps them */
 int arkdma_sw_queue_pointers(arkdma_sw_engine* engine, uint32_t queue, uint64_t* out);
 int arkdma_sw_queue_state(arkdma_sw_engine* engine, uint32_t queue, arkdma_sw_queue_info* out, double timeout);
+/* pops up to `capacity` entries, oldest first; the rest stay for the next call */
 int arkdma_sw_error_log(arkdma_sw_engine* engine, arkdma_sw_errlog_entry* entries, uint32_t capacity,
-                        uint32_t* count_out, uint32_t* overflow_out, double timeout);
+                        uint32_t* count_out, double timeout);
+/* STATUS.ERRLOG_OVERFLOW: set when an entry was dropped, cleared only by the next call (write 1) or a reset */
+int arkdma_sw_errlog_overflow(arkdma_sw_engine* engine, uint32_t* overflow_out, double timeout);
+int arkdma_sw_clear_errlog_overflow(arkdma_sw_engine* engine, double timeout);
 int arkdma_sw_counters(arkdma_sw_engine* engine, uint64_t* descriptors_out, uint64_t* bytes_out, double timeout);
 int arkdma_sw_busy(arkdma_sw_engine* engine, int* busy_out, double timeout);
 int arkdma_sw_stats(arkdma_sw_engine* engine, uint64_t* out, int count);

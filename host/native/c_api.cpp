@@ -134,22 +134,31 @@ ARKDMA_API int arkdma_sw_queue_state(Engine* e, uint32_t q, arkdma_sw_queue_info
 
 // Pops up to `max` entries, oldest first; the rest stay for the next call.
 ARKDMA_API int arkdma_sw_error_log(Engine* e, arkdma_sw_errlog_entry* out, uint32_t max, uint32_t* count,
-                                   uint32_t* overflow, double timeout) {
+                                   double timeout) {
   std::string error;
   std::vector<arkdma::ErrorLogEntry> entries;
-  bool over = false;
-  int rc = e->pop_error_log(entries, over, timeout, error);
+  int rc = e->pop_error_log(entries, max, timeout, error);
   if (rc != arkdma::OK) return done(rc, error);
-  if (entries.size() > max) {
-    return fail(arkdma::BAD_ARGUMENT, "error log holds " + std::to_string(entries.size()) +
-                                          " entries, more than the " + std::to_string(max) + " asked for");
-  }
   for (size_t i = 0; i < entries.size(); ++i) {
     out[i] = arkdma_sw_errlog_entry{entries[i].queue, entries[i].code, entries[i].cookie, entries[i].index};
   }
   *count = static_cast<uint32_t>(entries.size());
-  *overflow = over ? 1 : 0;
   return arkdma::OK;
+}
+
+// STATUS.ERRLOG_OVERFLOW.
+ARKDMA_API int arkdma_sw_errlog_overflow(Engine* e, uint32_t* overflow, double timeout) {
+  std::string error;
+  bool over = false;
+  int rc = e->errlog_overflow(over, timeout, error);
+  *overflow = over ? 1 : 0;
+  return done(rc, error);
+}
+
+// Writes 1 to STATUS.ERRLOG_OVERFLOW: clears it, the log keeps its entries.
+ARKDMA_API int arkdma_sw_clear_errlog_overflow(Engine* e, double timeout) {
+  std::string error;
+  return done(e->clear_errlog_overflow(timeout, error), error);
 }
 
 ARKDMA_API int arkdma_sw_counters(Engine* e, uint64_t* descriptors, uint64_t* bytes, double timeout) {

@@ -4,6 +4,8 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "validate.h"
@@ -544,22 +546,40 @@ int Engine::queue_state(uint32_t qi, QueueStateOut& out, double timeout, std::st
   return rc;
 }
 
-int Engine::pop_error_log(std::vector<ErrorLogEntry>& out, bool& overflow, double timeout, std::string& error) {
+int Engine::pop_error_log(std::vector<ErrorLogEntry>& out, size_t max, double timeout, std::string& error) {
   auto entries = std::make_shared<std::vector<ErrorLogEntry>>();
-  auto over = std::make_shared<bool>(false);
   int rc = call(
-      [this, entries, over]() -> int {
-        entries->assign(errlog_.begin(), errlog_.end());
-        errlog_.clear();
-        *over = errlog_overflow_;
+      [this, entries, max]() -> int {
+        const size_t n = std::min(max, errlog_.size());
+        entries->assign(errlog_.begin(), errlog_.begin() + static_cast<std::ptrdiff_t>(n));
+        errlog_.erase(errlog_.begin(), errlog_.begin() + static_cast<std::ptrdiff_t>(n));
         return OK;
       },
       timeout, error);
-  if (rc == OK) {
-    out = *entries;
-    overflow = *over;
-  }
+  if (rc == OK) out = *entries;
   return rc;
+}
+
+int Engine::errlog_overflow(bool& out, double timeout, std::string& error) {
+  auto result = std::make_shared<bool>(false);
+  int rc = call(
+      [this, result]() -> int {
+        *result = errlog_overflow_;
+        return OK;
+      },
+      timeout, error);
+  if (rc == OK) out = *result;
+  return rc;
+}
+
+// STATUS.ERRLOG_OVERFLOW is write-1-to-clear: only this (and a reset) clears it, popping the log leaves it.
+int Engine::clear_errlog_overflow(double timeout, std::string& error) {
+  return call(
+      [this]() -> int {
+        errlog_overflow_ = false;
+        return OK;
+      },
+      timeout, error);
 }
 
 int Engine::counters(uint64_t& descriptors, uint64_t& bytes, double timeout, std::string& error) {

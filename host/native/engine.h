@@ -162,7 +162,9 @@ class Engine {
   int disable_queue(uint32_t q, double timeout, std::string& error);
   int reset(double timeout, std::string& error);
   int queue_state(uint32_t q, QueueStateOut& out, double timeout, std::string& error);
-  int pop_error_log(std::vector<ErrorLogEntry>& out, bool& overflow, double timeout, std::string& error);
+  int pop_error_log(std::vector<ErrorLogEntry>& out, size_t max, double timeout, std::string& error);
+  int errlog_overflow(bool& out, double timeout, std::string& error);
+  int clear_errlog_overflow(double timeout, std::string& error);
   int counters(uint64_t& descriptors, uint64_t& bytes, double timeout, std::string& error);
   int busy(bool& out, double timeout, std::string& error);
 

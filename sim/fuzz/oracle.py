@@ -145,7 +145,7 @@ def _first_diff(name: str, got: bytes, want: bytes, allowed: dict[int, object]) 
 def compare(case: Case, out: Outcome, ref: Outcome, skip: tuple[str, ...] = (), allowed: Allowed | None = None,
             buffers: dict[str, bytes] | None = None) -> list[str]:
     """Problems with `out` against `ref`: buffers (against `buffers` when given, bytes in `allowed` excepted),
-    queue states, error log and counters."""
+    queue states, error log and its overflow flag, and counters."""
     allowed = _after_bus_errors(case, ref) if allowed is None else allowed
     want_buffers = ref.buffers if buffers is None else buffers
     problems = []
@@ -160,6 +160,10 @@ def compare(case: Case, out: Outcome, ref: Outcome, skip: tuple[str, ...] = (), 
                 problems.append(f"queue {q} state {out.queues.get(q)} != reference {ref.queues[q]}")
     if out.errlog != ref.errlog:
         problems.append(f"error log {out.errlog} != reference {ref.errlog}")
+    if out.errlog_overflow != ref.errlog_overflow:
+        problems.append(f"STATUS.ERRLOG_OVERFLOW {int(out.errlog_overflow)} != reference {int(ref.errlog_overflow)}")
+    if out.observed != ref.observed:
+        problems.append(f"error log observations {out.observed} != reference {ref.observed}")
     if (out.descriptors, out.bytes) != (ref.descriptors, ref.bytes):
         problems.append(f"counters (descriptors, bytes) {(out.descriptors, out.bytes)} != reference "
                         f"{(ref.descriptors, ref.bytes)}")

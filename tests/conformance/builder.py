@@ -107,6 +107,20 @@ class Builder:
         self.regions.clear()
         self._cw_region = False
 
+    # --- the error log --------------------------------------------------------------
+    def observe_errlog(self, label: str, *, overflow: bool) -> None:
+        """Read STATUS.ERRLOG_OVERFLOW here (the log untouched); it must read `overflow`."""
+        self.scenario.steps.append({"op": "observe_errlog", "label": label})
+        self.expect.setdefault("errlog", {})[label] = {"overflow": overflow}
+
+    def read_errlog(self, label: str, *, entries: int, overflow: bool) -> None:
+        """Pop the whole error log here, then read STATUS.ERRLOG_OVERFLOW: `entries` entries, then `overflow`."""
+        self.scenario.steps.append({"op": "read_errlog", "label": label})
+        self.expect.setdefault("errlog", {})[label] = {"entries": entries, "overflow": overflow}
+
+    def clear_errlog_overflow(self) -> None:
+        self.scenario.steps.append({"op": "clear_errlog_overflow"})
+
     # --- expectations ---------------------------------------------------------------
     def where(self, rid: int, offset: int) -> tuple[str, int]:
         buf, base = self.regions[rid]

@@ -36,6 +36,15 @@ def check_expectations(scenario: Scenario, out: Outcome) -> None:
     for buf, off, value in exp.get("values", []):
         got = int.from_bytes(out.buffers[buf][off : off + 8], "little")
         assert got == value, f"{buf}+{off} holds {got:#x}, expected the immediate {value:#x}"
+    seen = {o["label"]: o for o in out.observed}
+    for label, e in exp.get("errlog", {}).items():
+        assert label in seen, f"the error log was never observed at {label!r}"
+        o = seen[label]
+        if "entries" in e:
+            assert len(o["entries"]) == e["entries"], (
+                f"{label}: reading the error log popped {len(o['entries'])} entries, expected {e['entries']}")
+        assert o["overflow"] == e["overflow"], (
+            f"{label}: STATUS.ERRLOG_OVERFLOW reads {int(o['overflow'])}, expected {int(e['overflow'])}")
     for q, e in exp.get("queues", {}).items():
         st = out.queues[int(q)]
         where = f"queue {q}"
@@ -73,6 +82,10 @@ def assert_same(out: Outcome, ref: Outcome, scenario: Scenario | None = None) ->
         assert got == want, f"buffer {name} differs from the reference: {_first_diff(got, want)}"
     assert out.queues == ref.queues, f"queue states differ:\n engine    {out.queues}\n reference {ref.queues}"
     assert out.errlog == ref.errlog, f"error logs differ:\n engine    {out.errlog}\n reference {ref.errlog}"
+    assert out.observed == ref.observed, (
+        f"error log observations differ:\n engine    {out.observed}\n reference {ref.observed}")
+    assert out.errlog_overflow == ref.errlog_overflow, (
+        f"STATUS.ERRLOG_OVERFLOW at the end: {out.errlog_overflow}, reference {ref.errlog_overflow}")
     assert (out.descriptors, out.bytes) == (ref.descriptors, ref.bytes), (
         f"counters (descriptors, bytes) {(out.descriptors, out.bytes)} != reference {(ref.descriptors, ref.bytes)}"
     )

@@ -3,6 +3,8 @@ reader of the docs found): every engine plays them and must match the reference 
 
 from __future__ import annotations
 
+import itertools
+
 from driver.abi import COMPLETION_COUNT_MASK, Perm
 from driver.scenario import Scenario
 from tests.conformance.builder import Builder, desc
@@ -102,6 +104,44 @@ def error_log_keeps_the_oldest() -> Scenario:
     return b.build()
 
 
+def error_log_overflow_flag() -> Scenario:
+    """STATUS.ERRLOG_OVERFLOW says an error was dropped because the log was full, and stays set until the host
+    writes 1 to it (or resets the engine): reading the log leaves it set, writing 1 clears it without touching
+    the log, errors that find room leave it clear, and the next drop sets it again.
+
+    Each error is an enable whose completion word has no home (region 9 is not registered): the queue halts at
+    once with UNKNOWN_REGION and ERROR_INDEX = START, a different START each time, so entries tell apart."""
+    b = Builder("rule_error_log_overflow_flag")
+    starts = itertools.count(1)
+
+    def errors(n: int) -> None:
+        for _ in range(n):
+            b.disable(0)
+            b.configure(0, 9, 0, start=next(starts))
+            b.enable(0)
+
+    errors(ERRLOG_DEPTH + 1)
+    b.observe_errlog(f"{ERRLOG_DEPTH + 1} errors, log not read", overflow=True)
+    b.read_errlog("first read of the log", entries=ERRLOG_DEPTH, overflow=True)
+    b.read_errlog("second read, the log empty", entries=0, overflow=True)
+    b.clear_errlog_overflow()
+    b.observe_errlog("after writing 1", overflow=False)
+    errors(3)
+    b.observe_errlog("3 new errors, log far from full", overflow=False)
+    b.read_errlog("the 3 new errors", entries=3, overflow=False)
+    errors(ERRLOG_DEPTH + 1)
+    b.observe_errlog("second overflow", overflow=True)
+    b.clear_errlog_overflow()
+    b.observe_errlog("written 1 with the log still full", overflow=False)
+    errors(1)
+    b.observe_errlog("a drop after the clear", overflow=True)
+    b.read_errlog("the second log", entries=ERRLOG_DEPTH, overflow=True)
+    b.reset()
+    b.observe_errlog("after a reset", overflow=False)
+    b.expect_queue(0, completed=0, enabled=False, in_memory=False)
+    return b.build()
+
+
 def disable_then_reset_keeps_the_prefix() -> Scenario:
     """A global reset is a hard stop (it writes no completion word and makes no promise about descriptors
     in flight); disabling every queue first gives the prefix rule, and what reset leaves is then exact."""
@@ -122,5 +162,6 @@ def disable_then_reset_keeps_the_prefix() -> Scenario:
 
 def rule_scenarios() -> list[Scenario]:
     return [bad_completion_location_codes(), doorbell_error_cookie_is_zero(), count_wraps_at_2_63(),
-            zero_length_copies(), error_log_keeps_the_oldest(), disable_then_reset_keeps_the_prefix()]
+            zero_length_copies(), error_log_keeps_the_oldest(), error_log_overflow_flag(),
+            disable_then_reset_keeps_the_prefix()]
 

@@ -24,8 +24,8 @@ ENGINE_MARKS = {"software-cuda": [pytest.mark.gpu], "rtl": [pytest.mark.sim], "c
 # A board behind its UART bridge moves buffers at kilobytes a second (the simulated one at about 700 bytes a
 # second): by default it plays a cheap cross-section (enable checks, error log, bus errors and zero lengths,
 # an unaligned copy, IMM by bus address), the rest runs under `slow`.
-BOARD_CI = {"rule_completion_location_codes", "rule_error_log_overflow", "rule_zero_length_copies", "size_65",
-            "regress_imm_unaligned_region_base"}
+BOARD_CI = {"rule_completion_location_codes", "rule_error_log_overflow", "rule_error_log_overflow_flag",
+            "rule_zero_length_copies", "size_65", "regress_imm_unaligned_region_base"}
 NEEDS = {"bus_errors": Capability.BUS_ERRORS}
 
 _outcomes: dict[str, dict[str, Outcome]] = {}

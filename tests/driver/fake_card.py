@@ -20,6 +20,7 @@ class FakeCardBar(Bar):
         self.size = bar_bytes(g.num_queues, g.slots)
         self.regs: dict[int, int] = {}
         self.errlog = []
+        self.errlog_overflow = False
         self.enabled = False
         self.writes: list[tuple[int, int]] = []  # every 32-bit write, in order
         self.windows = bytearray(g.num_queues * window_stride(g.slots))
@@ -38,7 +39,9 @@ class FakeCardBar(Bar):
         self.check(offset)
         g = self.engine.geometry
         # the card's log holds ERRLOG_DEPTH entries and drops new ones when full, as the engines do
-        self.errlog = (self.errlog + self.engine.error_log())[: self.engine._errlog_depth]
+        new, room = self.engine.error_log(), self.engine._errlog_depth - len(self.errlog)
+        self.errlog_overflow |= len(new) > room or self.engine.errlog_overflow()
+        self.errlog += new[:room]
         if offset < REGION.base:
             name = next((r.name for r in GLOBAL.registers if r.offset == offset), None)
             values = {
@@ -50,7 +53,8 @@ class FakeCardBar(Bar):
                 return values[name]
             if name == "STATUS":
                 halted = any(self.engine.queue_state(q).halted for q in range(g.num_queues))
-                return int(self.enabled) | 1 << 1 | int(halted) << 2 | int(bool(self.errlog)) << 3
+                return (int(self.enabled) | 1 << 1 | int(halted) << 2 | int(bool(self.errlog)) << 3
+                        | int(self.errlog_overflow) << 4)
             if name in ("ERRLOG_HEAD", "ERRLOG_COOKIE", "ERRLOG_INDEX"):
                 if not self.errlog:
                     return 0
@@ -91,9 +95,13 @@ class FakeCardBar(Bar):
             if value & 2:  # RESET: queues, regions and the error log cleared; self-clearing
                 self.engine.reset()
                 self.errlog.clear()
+                self.errlog_overflow = False
                 self.regs = {offset: value & ~2}
         elif offset == GLOBAL.address("ERRLOG_POP") and self.errlog:
             self.errlog.pop(0)
+        elif offset == GLOBAL.address("STATUS") and value & 1 << 4:  # ERRLOG_OVERFLOW is write-1-to-clear
+            self.errlog_overflow = False
+            self.engine.clear_errlog_overflow()
         elif hit := self._block(offset, REGION, g.num_regions):
             r, name = hit
             if name == "PERMS":

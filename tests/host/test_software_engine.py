@@ -16,7 +16,7 @@ from driver.descriptor import Descriptor
 from driver.device import Device
 from driver.dtypes import DESCRIPTOR_DTYPE
 from driver.errors import ArkdmaError, EngineTimeout, QueueError
-from host.engine import SoftwareEngine
+from host.engine import ERRLOG_BATCH, SoftwareEngine
 from host.memory import EngineClosed
 from host.native import EngineArgumentError
 
@@ -271,7 +271,22 @@ def test_error_log_overflow_is_reported():
             eng.write_slots(q, 0, Descriptor(3, 0, 3, 0, 1, cookie=q).pack())
             eng.ring(q, 1)
         eng.wait_idle()
-        assert len(eng.error_log()) == 2 and eng.errlog_overflow
+        assert eng.errlog_overflow() and len(eng.error_log()) == 2 and eng.errlog_overflow()
+        eng.clear_errlog_overflow()
+        assert not eng.errlog_overflow()
+
+
+def test_a_log_deeper_than_one_read_is_popped_whole_in_order():
+    """The C API pops at most its capacity per call and leaves the rest; error_log() reads on until it is empty."""
+    depth = 2 * ERRLOG_BATCH + 3
+    with engine(num_queues=1, errlog_depth=depth) as eng:
+        for start in range(depth):
+            eng.disable_queue(0)
+            eng.configure_queue(0, 9, 0, start)  # region 9 is not registered: the enable halts the queue
+            eng.enable_queue(0)
+        log = eng.error_log()
+        assert [e.index for e in log] == list(range(depth)) and not eng.errlog_overflow()
+        assert eng.error_log() == []
 
 
 def test_pinning_the_thread_to_a_cpu():
@@ -322,6 +337,9 @@ def test_bad_control_arguments_are_refused_with_the_reason():
             eng.alloc(0)
     with pytest.raises(EngineClosed, match="closed"):
         eng.ring(0, 1)
+    for call in (eng.error_log, eng.errlog_overflow, eng.clear_errlog_overflow):
+        with pytest.raises(EngineClosed, match="closed"):
+            call()
 
 
 def test_wait_idle_is_bounded():

@@ -53,6 +53,17 @@ def test_the_docs_table_lists_every_descriptor_field_and_error_code():
         assert code.name in text
 
 
+def test_bits_with_their_own_access_are_labelled_in_both_files():
+    """A RW1C flag inside a read-only register (STATUS.ERRLOG_OVERFLOW) says so in the docs' table and the header."""
+    special = [(blk, reg, b) for blk in abi.BLOCKS for reg in blk.registers for b in reg.bits if b.access]
+    assert special, "STATUS.ERRLOG_OVERFLOW is RW1C"
+    text, header = abi_codegen.markdown(), abi_codegen.c_header()
+    for blk, reg, b in special:
+        assert f"`{b.name}` | {b.access.value} | {b.doc}" in text
+        define = f"ARKDMA_{blk.name.upper()}_{reg.name}_{b.name}_MASK {b.mask:#x}u  /* {b.access.value}: "
+        assert define in header
+
+
 def _compile(compiler: str, lang: str, source: str, tmp_path: Path) -> subprocess.CompletedProcess:
     src = tmp_path / f"check.{lang}"
     src.write_text(source)

@@ -76,7 +76,7 @@ typedef unsigned long long uint64_t;
 #define ARKDMA_GLOBAL_CONTROL_ENABLE_MASK 0x1u
 #define ARKDMA_GLOBAL_CONTROL_RESET_LSB 0x1u
 #define ARKDMA_GLOBAL_CONTROL_RESET_MASK 0x2u
-#define ARKDMA_GLOBAL_STATUS 0x28u  /* Access.R: engine status */
+#define ARKDMA_GLOBAL_STATUS 0x28u  /* Access.R: engine status; writes change only its RW1C bits */
 #define ARKDMA_GLOBAL_STATUS_ENABLED_LSB 0x0u
 #define ARKDMA_GLOBAL_STATUS_ENABLED_MASK 0x1u
 #define ARKDMA_GLOBAL_STATUS_IDLE_LSB 0x1u
@@ -86,7 +86,7 @@ typedef unsigned long long uint64_t;
 #define ARKDMA_GLOBAL_STATUS_ERRLOG_VALID_LSB 0x3u
 #define ARKDMA_GLOBAL_STATUS_ERRLOG_VALID_MASK 0x8u
 #define ARKDMA_GLOBAL_STATUS_ERRLOG_OVERFLOW_LSB 0x4u
-#define ARKDMA_GLOBAL_STATUS_ERRLOG_OVERFLOW_MASK 0x10u
+#define ARKDMA_GLOBAL_STATUS_ERRLOG_OVERFLOW_MASK 0x10u  /* RW1C: an error was dropped because the log was full; stays set until 1 is written here or the engine resets (reading the log leaves it set) */
 #define ARKDMA_GLOBAL_ERRLOG_HEAD 0x2cu  /* Access.R: oldest error log entry (valid when STATUS.ERRLOG_VALID) */
 #define ARKDMA_GLOBAL_ERRLOG_HEAD_CODE_LSB 0x0u
 #define ARKDMA_GLOBAL_ERRLOG_HEAD_CODE_MASK 0xffu
@@ -94,7 +94,7 @@ typedef unsigned long long uint64_t;
 #define ARKDMA_GLOBAL_ERRLOG_HEAD_QUEUE_MASK 0xffff0000u
 #define ARKDMA_GLOBAL_ERRLOG_COOKIE 0x30u  /* Access.R: cookie of the oldest entry's descriptor */
 #define ARKDMA_GLOBAL_ERRLOG_INDEX 0x34u  /* Access.R: producer index (low 32 bits) of the oldest entry */
-#define ARKDMA_GLOBAL_ERRLOG_POP 0x38u  /* Access.W: write any value: drop the oldest entry */
+#define ARKDMA_GLOBAL_ERRLOG_POP 0x38u  /* Access.W: write any value: drop the oldest entry (STATUS.ERRLOG_OVERFLOW stays as it is) */
 #define ARKDMA_GLOBAL_CYCLES_LO 0x40u  /* Access.R: clock cycles since reset, low word */
 #define ARKDMA_GLOBAL_CYCLES_HI 0x44u  /* Access.R: clock cycles since reset, high word */
 #define ARKDMA_GLOBAL_DESCRIPTORS_LO 0x48u  /* Access.R: descriptors completed, low word */
@@ -140,8 +140,8 @@ typedef unsigned long long uint64_t;
 #define ARKDMA_QUEUE_COMPLETED_LO 0x18u  /* Access.R: completion word as the engine holds it, low word */
 #define ARKDMA_QUEUE_COMPLETED_HI 0x1cu  /* Access.R: completion word, high word (bit 31 = error) */
 #define ARKDMA_QUEUE_COMPL_REGION 0x20u  /* Access.RW: region that receives the completion word */
-#define ARKDMA_QUEUE_COMPL_OFFSET_LO 0x24u  /* Access.RW: offset of the completion word (multiple of 8), low */
-#define ARKDMA_QUEUE_COMPL_OFFSET_HI 0x28u  /* Access.RW: offset of the completion word, high word */
+#define ARKDMA_QUEUE_COMPL_OFFSET_LO 0x24u  /* Access.RW: offset of the completion word in its region, low word (region base + offset must be a multiple of 8) */
+#define ARKDMA_QUEUE_COMPL_OFFSET_HI 0x28u  /* Access.RW: offset of the completion word in its region, high word */
 #define ARKDMA_QUEUE_ERROR_COOKIE 0x2cu  /* Access.R: cookie of the descriptor that halted the queue */
 #define ARKDMA_QUEUE_ERROR_INDEX 0x30u  /* Access.R: producer index (low 32 bits) that halted the queue */
 
