@@ -53,6 +53,14 @@ def register(sub) -> None:
     lp.add_argument("--plot", type=Path, default=Path("out/bench_loop.png"), help="PNG (default out/bench_loop.png)")
     lp.set_defaults(func=run_loop)
 
+    pl = bsub.add_parser("plan", help="how lowering, planning and compiling scale with a model's size (no GPU needed)")
+    pl.add_argument("--models", default="bert-large24,llama16",
+                    help="comma-separated named models (default: bert-large24,llama16, whole stacks of layers)")
+    pl.add_argument("--runtime", action="store_true",
+                    help="also time Runtime(model) to its first iteration, twice (needs a GPU)")
+    pl.add_argument("--json", type=Path, help="write device, cores and rows as JSON here")
+    pl.set_defaults(func=run_plan_scale)
+
 
 def _need_gpu() -> None:
     from driver.gpu.launch import gpu_unavailable_reason
@@ -284,4 +292,45 @@ def run_loop(args, console: Console | None = None) -> int:
     if wrong:
         console.print(f"[red]results differ from PyTorch: {', '.join(wrong)}[/red]")
         return 1
+    return 0
+
+
+def plan_scale_table(result) -> Table:
+    t = Table(title=f"lowering at scale on {result.device}, seconds")
+    for col in ("model", "ops (run)", "tiles", "cases", "rewrite", "variants", "plan", "generate", "NVRTC", "total",
+                "cached", "Runtime first", "Runtime again"):
+        t.add_column(col, justify="left" if col == "model" else "right")
+    fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+    for r in result.rows:
+        t.add_row(r.model, f"{r.ops_written} ({r.ops_run})", f"{r.tiles:,}", str(r.cases), fmt(r.rewrite_s),
+                  fmt(r.variants_s), fmt(r.plan_s), fmt(r.generate_s), fmt(r.compile_s), fmt(r.total_s),
+                  fmt(r.cached_lower_s), fmt(r.runtime_first_s), fmt(r.runtime_again_s))
+    return t
+
+
+def run_plan_scale(args, console: Console | None = None) -> int:
+    console = console or _console()
+    from ark_runtime.models import NAMED, STACKS
+    from bench import plan_scale
+
+    names = tuple(n for n in args.models.split(",") if n)
+    bad = [n for n in names if n not in NAMED and n not in STACKS]
+    if bad or not names:
+        raise ArkdmaError(f"unknown model(s) {', '.join(bad) or '(none given)'}; choose from "
+                          f"{', '.join((*STACKS, *NAMED))}")
+    if args.runtime:
+        _need_gpu()
+    with _progress(console) as progress:
+        task = progress.add_task("starting", total=len(names))
+
+        def step(what: str) -> None:
+            progress.update(task, description=what)
+            progress.advance(task)
+
+        result = plan_scale.run(names, args.runtime, step)
+    console.print(plan_scale_table(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result.as_json(), indent=1))
+        console.print(f"json: {args.json}")
     return 0
