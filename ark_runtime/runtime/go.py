@@ -1,0 +1,188 @@
+"""How the host's `go` reaches the resident kernel, ordered after the caller's queued GPU work.
+
+"stream" (the default where the GPU can): `go` is written by a stream memory operation (cuStreamWriteValue64,
+default flags: the write is preceded by a memory barrier) on a go stream the runtime owns, into the control block's
+word (pinned host memory, its GPU address). Before each write the go stream waits (an event recorded, then
+cudaStreamWaitEvent) for the caller's current CuPy stream and, once PyTorch is imported and has initialized CUDA,
+PyTorch's current stream: the kernel reads its inputs only after what the caller queued before run() has finished,
+and the host never blocks for it. Every write goes through the one go stream, in order, so `go` only grows.
+
+"host": the host synchronizes the caller's streams, then writes the word itself. Taken where stream memory operations
+cannot run (no driver entry point, the device attribute CAN_USE_64_BIT_STREAM_MEM_OPS is 0, or a write fails, after
+which the go stream's earlier writes are waited for first so `go` still only grows), or when ARK_GO_PATH=host.
+`GoSignal.path` says which is in use and `GoSignal.reason` why the host path was taken."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from collections.abc import Callable
+
+from ark_runtime.runtime.control import ControlBlock
+from ark_runtime.runtime.faults import LoopError
+
+GO_PATH_ENV = "ARK_GO_PATH"  # "stream" (the default: where the GPU can) or "host"
+GO_PATHS = ("stream", "host")
+CAN_USE_64_BIT_STREAM_MEM_OPS = 122  # CUdevice_attribute (CUDA 12); _V1, 93, on the drivers before
+CAN_USE_64_BIT_STREAM_MEM_OPS_V1 = 93
+CUDA_ERROR_INVALID_CONTEXT = 201
+WRITE_VALUE_DEFAULT = 0  # CU_STREAM_WRITE_VALUE_DEFAULT: a memory barrier, then the write
+
+
+class StreamOpsUnavailable(LoopError):
+    """Stream memory operations cannot be used here; the message says why."""
+
+
+class StreamMemOps:
+    """cuStreamWriteValue64 and the device attribute that allows it, from the CUDA driver library (ctypes: CuPy
+    does not wrap them)."""
+
+    def __init__(self):
+        from driver.gpu import libcuda
+
+        sig = {"cuDeviceGet": ((ctypes.POINTER(ctypes.c_int), ctypes.c_int), ctypes.c_int),
+               "cuDeviceGetAttribute": ((ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int), ctypes.c_int)}
+        write = ((ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint), ctypes.c_int)
+        try:
+            lib = libcuda.functions(**sig)
+        except libcuda.DriverLibraryError as exc:
+            raise StreamOpsUnavailable(str(exc)) from None
+        for name in ("cuStreamWriteValue64_v2", "cuStreamWriteValue64"):
+            try:
+                fn = libcuda.functions(**{name: write})
+            except AttributeError:
+                continue
+            self._write = getattr(fn, name)
+            break
+        else:
+            raise StreamOpsUnavailable("the CUDA driver has no cuStreamWriteValue64")
+        self._lib = lib
+        self._error_name = libcuda.error_name
+
+    def can_write_64(self, device_id: int) -> bool:
+        """Whether the GPU takes 64-bit stream writes (the device attribute; its _V1 on older drivers)."""
+        dev, value = ctypes.c_int(), ctypes.c_int()
+        if self._lib.cuDeviceGet(ctypes.byref(dev), device_id) != 0:
+            return False
+        for attribute in (CAN_USE_64_BIT_STREAM_MEM_OPS, CAN_USE_64_BIT_STREAM_MEM_OPS_V1):
+            if self._lib.cuDeviceGetAttribute(ctypes.byref(value), attribute, dev) == 0:
+                return value.value != 0
+        return False
+
+    def write64(self, stream_ptr: int, address: int, value: int) -> int:
+        """Queues the write of `value` to `address` (a GPU address) on the stream; the CUresult."""
+        return self._write(stream_ptr, address, value, WRITE_VALUE_DEFAULT)
+
+    def error_name(self, rc: int) -> str:
+        return self._error_name(rc)
+
+
+def stream_ops(device_id: int, load: Callable[[], StreamMemOps] = StreamMemOps) -> tuple[StreamMemOps | None, str]:
+    """(the stream memory operations, "") where `go` can take the stream path on GPU `device_id`, else (None, why
+    not): ARK_GO_PATH=host, no driver entry point, or the GPU's attribute says no."""
+    wanted = os.environ.get(GO_PATH_ENV) or "stream"
+    if wanted not in GO_PATHS:
+        raise LoopError(f"{GO_PATH_ENV}={wanted!r}: give one of {', '.join(GO_PATHS)} (or leave it unset: stream "
+                        "where the GPU can)")
+    if wanted == "host":
+        return None, f"{GO_PATH_ENV}=host"
+    try:
+        ops = load()
+    except StreamOpsUnavailable as exc:
+        return None, str(exc)
+    if not ops.can_write_64(device_id):
+        return None, (f"GPU {device_id} cannot write 64-bit values from a stream (CAN_USE_64_BIT_STREAM_MEM_OPS "
+                      "is 0)")
+    return ops, ""
+
+
+def caller_streams() -> list[int]:
+    """The caller's current streams (their handles), whose queued work must finish before the kernel reads its
+    inputs: CuPy's, and PyTorch's once PyTorch is imported and has initialized CUDA; each once."""
+    import cupy
+
+    streams = [cupy.cuda.get_current_stream().ptr]
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            device = cupy.cuda.Device().id
+            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+            ptr = int(raw(device)) if raw is not None else int(torch.cuda.current_stream(device).cuda_stream)
+            if ptr not in streams:
+                streams.append(ptr)
+    except AttributeError:  # not PyTorch as we know it (a stand-in module): nothing of its to wait for
+        pass
+    return streams
+
+
+class GoSignal:
+    """Writes `go` into the control block, after the caller's queued work: on the go stream or from the host."""
+
+    def __init__(self, control: ControlBlock, device_id: int,
+                 load: Callable[[], StreamMemOps] = StreamMemOps):
+        import cupy
+
+        self._control = control
+        self._device_id = device_id
+        self._ops, self.reason = stream_ops(device_id, load)
+        self._stream = self._events = None
+        if self._ops is not None:
+            self._stream = cupy.cuda.Stream(non_blocking=True)
+            self._events = [cupy.cuda.Event(disable_timing=True) for _ in range(2)]
+            # the first write, of the value the word holds: proves the call works here before a run needs it
+            rc = self._write(int(control.go[0]))
+            if rc == 0:
+                self._stream.synchronize()
+            else:
+                self._fall_back(f"cuStreamWriteValue64 failed with {self._ops.error_name(rc)}")
+
+    @property
+    def path(self) -> str:
+        """"stream" or "host" (the module's docstring)."""
+        return "stream" if self._ops is not None else "host"
+
+    def write(self, value: int) -> None:
+        """`go` = value once the caller's queued work is done (in GPU order on the stream path)."""
+        if self._ops is not None:
+            from cupy.cuda import runtime
+
+            try:
+                for event, ptr in zip(self._events, caller_streams()):
+                    runtime.eventRecord(event.ptr, ptr)
+                    runtime.streamWaitEvent(self._stream.ptr, event.ptr, 0)
+                rc = self._write(value)
+            except runtime.CUDARuntimeError as exc:
+                rc, why = -1, f"ordering the go stream after the caller's failed: {exc}"
+            else:
+                why = f"cuStreamWriteValue64 failed with {self._ops.error_name(rc)}" if rc else ""
+            if rc == 0:
+                return
+            self._fall_back(why)
+        self._host_write(value)
+
+    def _write(self, value: int) -> int:
+        rc = self._ops.write64(self._stream.ptr, self._control.go_device_ptr, value)
+        if rc == CUDA_ERROR_INVALID_CONTEXT:  # a thread that never made a CUDA runtime call: make it current
+            from cupy.cuda import runtime
+
+            runtime.setDevice(self._device_id)
+            rc = self._ops.write64(self._stream.ptr, self._control.go_device_ptr, value)
+        return rc
+
+    def _fall_back(self, why: str) -> None:
+        """To the host path for good: the go stream's writes land first, so `go` never goes back."""
+        self.settle()
+        self._ops, self.reason = None, why
+
+    def settle(self) -> None:
+        """Until every write queued on the go stream has landed."""
+        if self._stream is not None:
+            self._stream.synchronize()
+
+    def _host_write(self, value: int) -> None:
+        from cupy.cuda import runtime
+
+        for ptr in caller_streams():
+            runtime.streamSynchronize(ptr)
+        self._control.go[0] = value
