@@ -116,20 +116,55 @@ def caller_streams() -> list[int]:
     return streams
 
 
+class CudaStreams:
+    """The CUDA runtime calls GoSignal makes besides the stream write (CuPy's), apart so tests can stand in. `Error`:
+    the exception they raise on a CUDA error."""
+
+    def __init__(self):
+        from cupy.cuda import runtime
+
+        self._runtime = runtime
+        self.Error = runtime.CUDARuntimeError
+
+    def new_stream(self):
+        """A non-blocking stream: `.ptr`, `.synchronize()`."""
+        import cupy
+
+        return cupy.cuda.Stream(non_blocking=True)
+
+    def new_event(self) -> object:
+        import cupy
+
+        return cupy.cuda.Event(disable_timing=True)
+
+    def order_after(self, stream, event, ptr: int) -> None:
+        """`stream` waits (on the GPU) for what is queued now on the stream `ptr`, through `event`."""
+        self._runtime.eventRecord(event.ptr, ptr)
+        self._runtime.streamWaitEvent(stream.ptr, event.ptr, 0)
+
+    def synchronize(self, ptr: int) -> None:
+        self._runtime.streamSynchronize(ptr)
+
+    def set_device(self, device_id: int) -> None:
+        self._runtime.setDevice(device_id)
+
+    def caller_streams(self) -> list[int]:
+        return caller_streams()
+
+
 class GoSignal:
     """Writes `go` into the control block, after the caller's queued work: on the go stream or from the host."""
 
-    def __init__(self, control: ControlBlock, device_id: int,
-                 load: Callable[[], StreamMemOps] = StreamMemOps):
-        import cupy
-
+    def __init__(self, control: ControlBlock, device_id: int, load: Callable[[], StreamMemOps] = StreamMemOps,
+                 cuda: CudaStreams | None = None):
         self._control = control
         self._device_id = device_id
+        self._cuda = cuda if cuda is not None else CudaStreams()
         self._ops, self.reason = stream_ops(device_id, load)
         self._stream = self._events = None
         if self._ops is not None:
-            self._stream = cupy.cuda.Stream(non_blocking=True)
-            self._events = [cupy.cuda.Event(disable_timing=True) for _ in range(2)]
+            self._stream = self._cuda.new_stream()
+            self._events = [self._cuda.new_event() for _ in range(2)]
             # the first write, of the value the word holds: proves the call works here before a run needs it
             rc = self._write(int(control.go[0]))
             if rc == 0:
@@ -145,14 +180,11 @@ class GoSignal:
     def write(self, value: int) -> None:
         """`go` = value once the caller's queued work is done (in GPU order on the stream path)."""
         if self._ops is not None:
-            from cupy.cuda import runtime
-
             try:
-                for event, ptr in zip(self._events, caller_streams()):
-                    runtime.eventRecord(event.ptr, ptr)
-                    runtime.streamWaitEvent(self._stream.ptr, event.ptr, 0)
+                for event, ptr in zip(self._events, self._cuda.caller_streams()):
+                    self._cuda.order_after(self._stream, event, ptr)
                 rc = self._write(value)
-            except runtime.CUDARuntimeError as exc:
+            except self._cuda.Error as exc:
                 rc, why = -1, f"ordering the go stream after the caller's failed: {exc}"
             else:
                 why = f"cuStreamWriteValue64 failed with {self._ops.error_name(rc)}" if rc else ""
@@ -164,9 +196,7 @@ class GoSignal:
     def _write(self, value: int) -> int:
         rc = self._ops.write64(self._stream.ptr, self._control.go_device_ptr, value)
         if rc == CUDA_ERROR_INVALID_CONTEXT:  # a thread that never made a CUDA runtime call: make it current
-            from cupy.cuda import runtime
-
-            runtime.setDevice(self._device_id)
+            self._cuda.set_device(self._device_id)
             rc = self._ops.write64(self._stream.ptr, self._control.go_device_ptr, value)
         return rc
 
@@ -181,8 +211,6 @@ class GoSignal:
             self._stream.synchronize()
 
     def _host_write(self, value: int) -> None:
-        from cupy.cuda import runtime
-
-        for ptr in caller_streams():
-            runtime.streamSynchronize(ptr)
+        for ptr in self._cuda.caller_streams():
+            self._cuda.synchronize(ptr)
         self._control.go[0] = value
