@@ -127,6 +127,9 @@ class Runtime:
         try:
             self._start(props, bind, budget_s)
         except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt) and self._kernel is not None:
+                self._state = "stopped after an interrupt"  # no longer grace than an interrupt's
+                self._kernel.halt_quietly(INTERRUPT_GRACE_S)
             try:
                 self.stop(drain=False)  # the kernel, if it started, and the engine opened for the copies
             except Exception as again:  # noqa: BLE001 - the first error is the one to see
