@@ -291,6 +291,13 @@ def _torch_baselines(torch, case: Case, inputs: dict, config: LoopConfig, notes:
     return want, eager, graph, compiled, graph_trips
 
 
+def graph_window(done: int, segment: int) -> int:
+    """Iterations to run after `done` so that the last RING (the ones iteration_ns() times) all belong to this run
+    and take in a relaunch of the kernel's graph (every `segment` iterations) in their middle."""
+    boundary = -(-(done + RING // 2 + 1) // segment) * segment  # the first relaunch at least RING // 2 + 1 ahead
+    return boundary + RING // 2 - done
+
+
 @dataclass(frozen=True)
 class ArkdmaTimes:
     """What _arkdma measured: per-iteration us by the GPU clock (median, p10, p90, largest), the host round trips,
@@ -324,8 +331,8 @@ def _arkdma(case: Case, inputs: dict, iterations: int, config: LoopConfig) -> Ar
             rt.run(1)
             rt.wait()
         trips = round_trips(step, config.roundtrips, config.roundtrip_warmup)
-        if case.copy_path == "graph":  # the RING iterations timed take in the first relaunch
-            iterations = GRAPH_LAUNCHES_PER_RUN - rt.iterations_done + RING // 2
+        if case.copy_path == "graph":  # the RING iterations timed take in a relaunch of the kernel's graph
+            iterations = graph_window(rt.iterations_done, GRAPH_LAUNCHES_PER_RUN)
         rt.run(iterations)
         rt.wait(timeout=120)
         stamps = rt.iteration_ns()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.console import Console
 
 from ark_runtime.cli.bench import loop_table
@@ -109,3 +111,17 @@ def test_round_trips_time_each_step_after_the_warmup():
     got = round_trips(step, samples=20, warmup=3)
     assert len(calls) == 23
     assert 0 < got.p10 <= got.median <= got.p90 < 20000
+
+
+@given(done=st.integers(0, 10_000), segment=st.integers(1, 118))
+def test_the_graph_window_is_all_this_run_and_holds_a_relaunch(done, segment):
+    """The RING iterations timed on the graph path are all run after the round trips, with a relaunch of the kernel's
+    graph (every `segment` iterations) inside them."""
+    from ark_runtime.kernel.codes import RING
+    from bench.loop import graph_window
+
+    n = graph_window(done, segment)
+    end = done + n
+    assert n >= RING + 1
+    assert any(b % segment == 0 for b in range(end - RING + 1, end)), "no relaunch inside the timed window"
+    assert (end - RING // 2) % segment == 0
