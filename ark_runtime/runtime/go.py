@@ -97,18 +97,17 @@ def stream_ops(device_id: int, load: Callable[[], StreamMemOps] = StreamMemOps) 
     return ops, ""
 
 
-def caller_streams() -> list[int]:
-    """The caller's current streams (their handles), whose queued work must finish before the kernel reads its
-    inputs: CuPy's, and PyTorch's once PyTorch is imported and has initialized CUDA; each once."""
+def caller_streams(device_id: int) -> list[int]:
+    """The caller's current streams on GPU `device_id` (their handles), whose queued work must finish before the
+    kernel reads its inputs: CuPy's, and PyTorch's once PyTorch is imported and has initialized CUDA; each once."""
     import cupy
 
-    streams = [cupy.cuda.get_current_stream().ptr]
+    streams = [cupy.cuda.get_current_stream(device_id).ptr]
     torch = sys.modules.get("torch")
     try:
         if torch is not None and torch.cuda.is_initialized():
-            device = cupy.cuda.Device().id
             raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-            ptr = int(raw(device)) if raw is not None else int(torch.cuda.current_stream(device).cuda_stream)
+            ptr = int(raw(device_id)) if raw is not None else int(torch.cuda.current_stream(device_id).cuda_stream)
             if ptr not in streams:
                 streams.append(ptr)
     except AttributeError:  # not PyTorch as we know it (a stand-in module): nothing of its to wait for
@@ -148,8 +147,8 @@ class CudaStreams:
     def set_device(self, device_id: int) -> None:
         self._runtime.setDevice(device_id)
 
-    def caller_streams(self) -> list[int]:
-        return caller_streams()
+    def caller_streams(self, device_id: int) -> list[int]:
+        return caller_streams(device_id)
 
 
 class GoSignal:
@@ -181,7 +180,7 @@ class GoSignal:
         """`go` = value once the caller's queued work is done (in GPU order on the stream path)."""
         if self._ops is not None:
             try:
-                for event, ptr in zip(self._events, self._cuda.caller_streams()):
+                for event, ptr in zip(self._events, self._cuda.caller_streams(self._device_id)):
                     self._cuda.order_after(self._stream, event, ptr)
                 rc = self._write(value)
             except self._cuda.Error as exc:
@@ -211,6 +210,6 @@ class GoSignal:
             self._stream.synchronize()
 
     def _host_write(self, value: int) -> None:
-        for ptr in self._cuda.caller_streams():
+        for ptr in self._cuda.caller_streams(self._device_id):
             self._cuda.synchronize(ptr)
         self._control.go[0] = value

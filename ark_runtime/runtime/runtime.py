@@ -305,16 +305,19 @@ class Runtime:
         if self._state != "running":
             raise LoopError(f"the runtime is {self._state}; make a new Runtime")
 
+    def _interrupted(self) -> None:
+        """Ctrl-C (KeyboardInterrupt) reached the runtime: the kernel is halted at once, without the queued
+        iterations; never raises, so the interrupt goes on as it was."""
+        self._state = "stopped after an interrupt"
+        if self._kernel is not None:
+            self._kernel.halt_quietly(INTERRUPT_GRACE_S)
+
     @contextlib.contextmanager
     def _halt_on_interrupt(self) -> Iterator[None]:
-        """Ctrl-C (KeyboardInterrupt) inside: the kernel is halted at once, without the queued iterations, and the
-        interrupt goes on, never replaced by an error of the halt."""
         try:
             yield
         except KeyboardInterrupt:
-            self._state = "stopped after an interrupt"
-            if self._kernel is not None:
-                self._kernel.halt_quietly(INTERRUPT_GRACE_S)
+            self._interrupted()
             raise
 
     def run(self, iterations: int = 1) -> None:
@@ -323,24 +326,31 @@ class Runtime:
         has initialized CUDA): on the GPU where it can (go_path "stream"), else by synchronizing them first."""
         check_iterations(iterations)
         self._refuse_unless_running("run")
-        with self._halt_on_interrupt():
+        try:  # not _halt_on_interrupt: a context manager costs microseconds, a round trip's share
             self._go_signal.write(self._go + iterations)
             self._go += iterations
+        except KeyboardInterrupt:
+            self._interrupted()
+            raise
 
     def wait(self, timeout: float = 30.0) -> None:
         """Until every queued iteration is done; LoopFault or LoopTimeout (the kernel stopped) otherwise."""
         check_timeout(timeout)
         self._refuse_unless_running("wait")
-        with self._halt_on_interrupt():
+        try:
             how = self._control.wait_done(self._go, timeout)
+            if how is Waited.DONE:
+                return
             if how is Waited.FAULT:
                 raise self._fail()
-            if how is Waited.TIMEOUT:
-                done = self._control.iterations_done()
-                self._state = "stopped after a timeout"
-                self._halt()
-                raise LoopTimeout(f"{self.model.name}: {done} of {self._go} iterations done after {timeout:.1f} s; "
-                                  f"the kernel was stopped{self._counter_summary()}")
+            done = self._control.iterations_done()
+            self._state = "stopped after a timeout"
+            self._halt()
+            raise LoopTimeout(f"{self.model.name}: {done} of {self._go} iterations done after {timeout:.1f} s; "
+                              f"the kernel was stopped{self._counter_summary()}")
+        except KeyboardInterrupt:
+            self._interrupted()
+            raise
 
     def _fail(self) -> LoopFault:
         record = FaultRecord.from_control(self._control.record[0])

@@ -341,7 +341,7 @@ class FakeCuda:
     Error = RuntimeError
 
     def __init__(self, callers=(0,), fail_order=False):
-        self.log, self.callers, self.fail_order = [], list(callers), fail_order
+        self.log, self.callers, self.fail_order, self.asked = [], list(callers), fail_order, []
 
     def new_stream(self):
         return FakeStream(0xA0, self.log)
@@ -360,7 +360,8 @@ class FakeCuda:
     def set_device(self, device_id):
         self.log.append(("set device", device_id))
 
-    def caller_streams(self):
+    def caller_streams(self, device_id):
+        self.asked.append(device_id)
         return self.callers
 
 
@@ -447,9 +448,10 @@ def test_a_thread_without_a_current_context_gets_one_and_writes(monkeypatch):
 def test_go_on_the_host_synchronizes_the_callers_first(monkeypatch):
     monkeypatch.setenv(go.GO_PATH_ENV, "host")
     cb, cuda = _block(), FakeCuda(callers=(0, 0x77))
-    sig = go.GoSignal(cb, 0, FakeOps, cuda)
+    sig = go.GoSignal(cb, 3, FakeOps, cuda)
     sig.write(9)
     assert sig.path == "host" and cuda.log == [("sync", 0), ("sync", 0x77)] and int(cb.go[0]) == 9
+    assert cuda.asked == [3]  # the runtime's GPU's current streams
 
 
 # --- the resident kernel ----------------------------------------------------------------------------------------
