@@ -14,9 +14,10 @@ How go and done travel (go.py, control.py). run() raises `go` (iterations asked 
 pinned host memory mapped for the GPU. Where the GPU can, the write is a stream memory operation on the runtime's go
 stream, which first waits for the caller's current CuPy stream (and PyTorch's once PyTorch has initialized CUDA):
 inputs written by kernels queued there are in place before the resident kernel reads them, and the host does not
-block. Elsewhere the host synchronizes those streams and writes `go` itself (`Runtime.go_path` says which;
-ARK_GO_PATH=host forces it). The kernel publishes `done` as each iteration ends (ARK_PUBLISH_EVERY=N builds it to
-publish every Nth). wait() spins on `done` for the first couple of milliseconds, then yields the core, then sleeps.
+block; when those streams and the go stream are all idle the host writes `go` itself, which is quicker. Where the GPU
+cannot, the host synchronizes those streams and writes `go` (`Runtime.go_path` says which; ARK_GO_PATH=stream or
+host forces one). The kernel publishes `done` as each iteration ends (ARK_PUBLISH_EVERY=N builds it to publish
+every Nth). wait() spins on `done` for the first couple of milliseconds, then yields the core, then sleeps.
 
 Ctrl-C and exit (resident.py). A KeyboardInterrupt inside run(), wait(), stop() or suspend() halts the kernel at once
 (its stop word; queued iterations are dropped; the host waits at most INTERRUPT_GRACE_S for it to leave), marks the

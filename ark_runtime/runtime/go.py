@@ -1,16 +1,21 @@
 """How the host's `go` reaches the resident kernel, ordered after the caller's queued GPU work.
 
-"stream" (the default where the GPU can): `go` is written by a stream memory operation (cuStreamWriteValue64,
-default flags: the write is preceded by a memory barrier) on a go stream the runtime owns, into the control block's
-word (pinned host memory, its GPU address). Before each write the go stream waits (an event recorded, then
-cudaStreamWaitEvent) for the caller's current CuPy stream and, once PyTorch is imported and has initialized CUDA,
-PyTorch's current stream: the kernel reads its inputs only after what the caller queued before run() has finished,
-and the host never blocks for it. Every write goes through the one go stream, in order, so `go` only grows.
+"stream": `go` is written by a stream memory operation (cuStreamWriteValue64, default flags: the write is preceded by
+a memory barrier) on a go stream the runtime owns, into the control block's word (pinned host memory, its GPU
+address). Before each write the go stream waits (an event recorded, then cudaStreamWaitEvent) for the caller's
+current CuPy stream and, once PyTorch is imported and has initialized CUDA, PyTorch's current stream: the kernel reads
+its inputs only after what the caller queued before run() has finished, and the host never blocks for it. The
+writes go through the one go stream, in order, so `go` only grows.
+
+"auto" (the default where the GPU can): the stream path, except when the caller's streams and the go stream are all
+idle (cudaStreamQuery): then nothing queued needs waiting for and no earlier write is still to land, so the host
+writes the word itself, sparing the GPU's command latency on the round trip.
 
 "host": the host synchronizes the caller's streams, then writes the word itself. Taken where stream memory operations
 cannot run (no driver entry point, the device attribute CAN_USE_64_BIT_STREAM_MEM_OPS is 0, or a write fails, after
 which the go stream's earlier writes are waited for first so `go` still only grows), or when ARK_GO_PATH=host.
-`GoSignal.path` says which is in use and `GoSignal.reason` why the host path was taken."""
+`GoSignal.path` says which is in use, `GoSignal.reason` why the host path was taken, and `GoSignal.writes` how many
+writes each way went."""
 
 from __future__ import annotations
 
@@ -22,8 +27,8 @@ from collections.abc import Callable
 from ark_runtime.runtime.control import ControlBlock
 from ark_runtime.runtime.faults import LoopError
 
-GO_PATH_ENV = "ARK_GO_PATH"  # "stream" (the default: where the GPU can) or "host"
-GO_PATHS = ("stream", "host")
+GO_PATH_ENV = "ARK_GO_PATH"  # "auto" (the default, where the GPU can), "stream" or "host"
+GO_PATHS = ("auto", "stream", "host")
 CAN_USE_64_BIT_STREAM_MEM_OPS = 122  # CUdevice_attribute (CUDA 12); _V1, 93, on the drivers before
 CAN_USE_64_BIT_STREAM_MEM_OPS_V1 = 93
 CUDA_ERROR_INVALID_CONTEXT = 201
@@ -78,14 +83,18 @@ class StreamMemOps:
         return self._error_name(rc)
 
 
+def wanted_path() -> str:
+    """ARK_GO_PATH, checked: "auto" when unset."""
+    wanted = os.environ.get(GO_PATH_ENV) or "auto"
+    if wanted not in GO_PATHS:
+        raise LoopError(f"{GO_PATH_ENV}={wanted!r}: give one of {', '.join(GO_PATHS)} (or leave it unset: auto)")
+    return wanted
+
+
 def stream_ops(device_id: int, load: Callable[[], StreamMemOps] = StreamMemOps) -> tuple[StreamMemOps | None, str]:
     """(the stream memory operations, "") where `go` can take the stream path on GPU `device_id`, else (None, why
     not): ARK_GO_PATH=host, no driver entry point, or the GPU's attribute says no."""
-    wanted = os.environ.get(GO_PATH_ENV) or "stream"
-    if wanted not in GO_PATHS:
-        raise LoopError(f"{GO_PATH_ENV}={wanted!r}: give one of {', '.join(GO_PATHS)} (or leave it unset: stream "
-                        "where the GPU can)")
-    if wanted == "host":
+    if wanted_path() == "host":
         return None, f"{GO_PATH_ENV}=host"
     try:
         ops = load()
@@ -144,6 +153,10 @@ class CudaStreams:
     def synchronize(self, ptr: int) -> None:
         self._runtime.streamSynchronize(ptr)
 
+    def idle(self, ptr: int) -> bool:
+        """Whether everything queued on the stream `ptr` has finished (cudaStreamQuery)."""
+        return self._runtime.streamQuery(ptr) == 0
+
     def set_device(self, device_id: int) -> None:
         self._runtime.setDevice(device_id)
 
@@ -160,6 +173,8 @@ class GoSignal:
         self._device_id = device_id
         self._cuda = cuda if cuda is not None else CudaStreams()
         self._ops, self.reason = stream_ops(device_id, load)
+        self._shortcut = wanted_path() == "auto"  # host writes while everything is idle
+        self.writes = {"stream": 0, "host": 0}
         self._stream = self._events = None
         if self._ops is not None:
             self._stream = self._cuda.new_stream()
@@ -173,14 +188,21 @@ class GoSignal:
 
     @property
     def path(self) -> str:
-        """"stream" or "host" (the module's docstring)."""
-        return "stream" if self._ops is not None else "host"
+        """"auto", "stream" or "host" (the module's docstring)."""
+        if self._ops is None:
+            return "host"
+        return "auto" if self._shortcut else "stream"
 
     def write(self, value: int) -> None:
         """`go` = value once the caller's queued work is done (in GPU order on the stream path)."""
         if self._ops is not None:
             try:
-                for event, ptr in zip(self._events, self._cuda.caller_streams(self._device_id)):
+                callers = self._cuda.caller_streams(self._device_id)
+                if self._shortcut and self._cuda.idle(self._stream.ptr) and all(map(self._cuda.idle, callers)):
+                    self._control.go[0] = value
+                    self.writes["host"] += 1
+                    return
+                for event, ptr in zip(self._events, callers):
                     self._cuda.order_after(self._stream, event, ptr)
                 rc = self._write(value)
             except self._cuda.Error as exc:
@@ -188,6 +210,7 @@ class GoSignal:
             else:
                 why = f"cuStreamWriteValue64 failed with {self._ops.error_name(rc)}" if rc else ""
             if rc == 0:
+                self.writes["stream"] += 1
                 return
             self._fall_back(why)
         self._host_write(value)
@@ -213,3 +236,4 @@ class GoSignal:
         for ptr in self._cuda.caller_streams(self._device_id):
             self._cuda.synchronize(ptr)
         self._control.go[0] = value
+        self.writes["host"] += 1

@@ -323,7 +323,8 @@ class Runtime:
     def run(self, iterations: int = 1) -> None:
         """Queue `iterations` more runs of the model to the resident kernel (returns at once). The kernel reads its
         inputs only after the work queued so far on the caller's current CuPy stream (and PyTorch's, once PyTorch
-        has initialized CUDA): on the GPU where it can (go_path "stream"), else by synchronizing them first."""
+        has initialized CUDA): on the GPU where it can (go_path "auto" or "stream"), else by synchronizing them
+        first."""
         check_iterations(iterations)
         self._refuse_unless_running("run")
         try:  # not _halt_on_interrupt: a context manager costs microseconds, a round trip's share
@@ -502,13 +503,19 @@ class Runtime:
 
     @property
     def go_path(self) -> str:
-        """How run() hands `go` to the kernel: "stream" (written on the GPU after the caller's queued work) or
-        "host" (the host synchronizes the caller's streams and writes it); go_path_reason says why "host"."""
+        """How run() hands `go` to the kernel (go.py): "auto" (written on the GPU after the caller's queued work, or
+        by the host when every stream involved is idle), "stream" (always on the GPU) or "host" (the host
+        synchronizes the caller's streams and writes it); go_path_reason says why "host"."""
         return self._go_signal.path
 
     @property
     def go_path_reason(self) -> str:
         return self._go_signal.reason
+
+    @property
+    def go_writes(self) -> dict[str, int]:
+        """How many of run()'s writes of `go` went each way: {"stream": on the GPU, "host": by the host}."""
+        return dict(self._go_signal.writes)
 
     @property
     def state(self) -> str:

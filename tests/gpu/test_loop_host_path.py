@@ -262,7 +262,7 @@ def test_run_orders_the_kernel_after_a_slow_pytorch_write_without_blocking(gpu):
     torch.cuda.synchronize()
     with Runtime(m, bind={"x": tx}) as rt:
         if os.environ.get("ARK_GO_PATH") != "host":
-            assert rt.go_path == "stream", rt.go_path_reason
+            assert rt.go_path in ("auto", "stream"), rt.go_path_reason
         for value in (2.0, 3.0, 4.0):
             torch.cuda._sleep(int(60e6))  # tens of ms of GPU time on PyTorch's current stream
             tx.fill_(value)  # in place, queued behind the sleep
@@ -271,8 +271,16 @@ def test_run_orders_the_kernel_after_a_slow_pytorch_write_without_blocking(gpu):
             run_s = time.perf_counter() - t0
             rt.wait(timeout=30)
             np.testing.assert_array_equal(rt.get(out), np.full((64, 1024), -value, np.float32))
-            if rt.go_path == "stream":
+            if rt.go_path != "host":
                 assert run_s < 5e-3, f"run() took {run_s * 1e3:.1f} ms: it waited for the caller's stream"
+        if rt.go_path != "host":
+            assert rt.go_writes["stream"] == 3, rt.go_writes  # the caller's stream was busy every time
+        torch.cuda.synchronize()
+        before = rt.go_writes
+        rt.run(1)  # nothing queued anywhere
+        rt.wait()
+        if rt.go_path == "auto":
+            assert rt.go_writes["host"] == before["host"] + 1, rt.go_writes
 
 
 def test_run_orders_the_kernel_after_a_slow_cupy_write_on_the_current_stream(gpu):
@@ -295,27 +303,34 @@ def test_run_orders_the_kernel_after_a_slow_cupy_write_on_the_current_stream(gpu
                 run_s = time.perf_counter() - t0
             rt.wait(timeout=30)
             np.testing.assert_array_equal(rt.get(out), np.full((64, 1024), -value, np.float32))
-            if rt.go_path == "stream":
+            if rt.go_path != "host":
                 assert run_s < 5e-3, f"run() took {run_s * 1e3:.1f} ms: it waited for the caller's stream"
 
 
-def test_the_host_go_path_when_asked(gpu, monkeypatch):
+@pytest.mark.parametrize("path", ["stream", "host"])
+def test_each_go_path_when_asked_orders_the_kernel_after_the_callers_work(gpu, monkeypatch, path):
+    """ARK_GO_PATH=stream (every write on the GPU, idle or not) and =host (the host synchronizes, then writes)."""
     import cupy
 
     from ark_runtime.runtime import Runtime
 
-    monkeypatch.setenv("ARK_GO_PATH", "host")
+    monkeypatch.setenv("ARK_GO_PATH", path)
     m, out = _order_model()
     xs = cupy.zeros((64, 1024), cupy.float32)
     fill = cupy.RawKernel(SLOW_FILL, "slow_fill")
     fill((8,), (256,), (xs, np.int32(xs.size), np.float32(1.0), np.uint64(1000)))
     cupy.cuda.Device().synchronize()
     with Runtime(m, bind={"x": xs}) as rt:
-        assert (rt.go_path, rt.go_path_reason) == ("host", "ARK_GO_PATH=host")
-        fill((8,), (256,), (xs, np.int32(xs.size), np.float32(7.0), np.uint64(20_000_000)))
-        rt.run(1)
+        assert rt.go_path == path and (rt.go_path_reason == "ARK_GO_PATH=host") == (path == "host")
+        for value in (7.0, 8.0):
+            fill((8,), (256,), (xs, np.int32(xs.size), np.float32(value), np.uint64(20_000_000)))
+            rt.run(1)
+            rt.wait()
+            np.testing.assert_array_equal(rt.get(out), np.full((64, 1024), -value, np.float32))
+        cupy.cuda.Device().synchronize()
+        rt.run(1)  # idle: still the path asked for
         rt.wait()
-        np.testing.assert_array_equal(rt.get(out), np.full((64, 1024), -7.0, np.float32))
+        assert rt.go_writes == ({"stream": 3, "host": 0} if path == "stream" else {"stream": 0, "host": 3})
 
 
 def test_done_moves_by_one_as_each_iteration_ends(gpu):

@@ -338,10 +338,16 @@ class FakeStream:
 
 
 class FakeCuda:
+    """Stand-in CUDA calls: `busy` holds the streams with work queued (the go stream is 0xA0)."""
+
     Error = RuntimeError
 
-    def __init__(self, callers=(0,), fail_order=False):
+    def __init__(self, callers=(0,), fail_order=False, busy=None):
         self.log, self.callers, self.fail_order, self.asked = [], list(callers), fail_order, []
+        self.busy = set(self.callers) if busy is None else set(busy)
+
+    def idle(self, ptr):
+        return ptr not in self.busy
 
     def new_stream(self):
         return FakeStream(0xA0, self.log)
@@ -373,9 +379,10 @@ def test_go_path_host_when_asked_without_loading_the_driver(monkeypatch):
     assert go.stream_ops(0, never) == (None, "ARK_GO_PATH=host")
 
 
-def test_go_path_refuses_an_unknown_choice(monkeypatch):
-    monkeypatch.setenv(go.GO_PATH_ENV, "pigeon")
-    with pytest.raises(LoopError, match="ARK_GO_PATH='pigeon': give one of stream, host"):
+@pytest.mark.parametrize("bad", ["pigeon", "HOST", " stream"])
+def test_go_path_refuses_an_unknown_choice(monkeypatch, bad):
+    monkeypatch.setenv(go.GO_PATH_ENV, bad)
+    with pytest.raises(LoopError, match=f"ARK_GO_PATH='{bad}': give one of auto, stream, host"):
         go.stream_ops(0, FakeOps)
 
 
@@ -404,12 +411,38 @@ def test_go_on_the_stream_waits_for_each_caller_stream_then_writes(monkeypatch):
     monkeypatch.delenv(go.GO_PATH_ENV, raising=False)
     cb, ops, cuda = _block(), FakeOps(), FakeCuda(callers=(0, 0x51))
     sig = go.GoSignal(cb, 0, lambda: ops, cuda)
-    assert sig.path == "stream" and sig.reason == ""
+    assert sig.path == "auto" and sig.reason == ""
     assert ops.writes == [(0xA0, cb.go_device_ptr, 0)]  # the first write proves the call
     cuda.log.clear()
     sig.write(5)
     assert cuda.log == [("wait", 0), ("wait", 0x51)] and ops.writes[-1] == (0xA0, cb.go_device_ptr, 5)
-    assert int(cb.go[0]) == 0  # the GPU writes it, not the host
+    assert int(cb.go[0]) == 0 and sig.writes == {"stream": 1, "host": 0}  # the GPU writes it, not the host
+
+
+@pytest.mark.parametrize("busy", [(), (0x51,), (0xA0,), (0, 0x51, 0xA0)])
+def test_go_from_the_host_only_while_every_stream_is_idle(monkeypatch, busy):
+    """auto: nothing queued on the caller's streams and no write of go still to land: the host writes it (no GPU
+    command latency); any of them busy: the stream write, in GPU order."""
+    monkeypatch.delenv(go.GO_PATH_ENV, raising=False)
+    cb, ops, cuda = _block(), FakeOps(), FakeCuda(callers=(0, 0x51), busy=busy)
+    sig = go.GoSignal(cb, 0, lambda: ops, cuda)
+    written = len(ops.writes)
+    cuda.log.clear()
+    sig.write(6)
+    if not busy:
+        assert int(cb.go[0]) == 6 and len(ops.writes) == written and cuda.log == []
+        assert sig.writes == {"stream": 0, "host": 1}
+    else:
+        assert int(cb.go[0]) == 0 and ops.writes[-1][2] == 6 and ("wait", 0x51) in cuda.log
+        assert sig.writes == {"stream": 1, "host": 0}
+
+
+def test_go_always_on_the_stream_when_asked(monkeypatch):
+    monkeypatch.setenv(go.GO_PATH_ENV, "stream")
+    cb, ops, cuda = _block(), FakeOps(), FakeCuda(busy=())
+    sig = go.GoSignal(cb, 0, lambda: ops, cuda)
+    sig.write(2)
+    assert sig.path == "stream" and ops.writes[-1][2] == 2 and int(cb.go[0]) == 0
 
 
 def test_a_failed_stream_write_falls_back_to_the_host_for_good(monkeypatch):
@@ -422,7 +455,7 @@ def test_a_failed_stream_write_falls_back_to_the_host_for_good(monkeypatch):
     # the go stream's earlier writes land first, then the caller's stream is synchronized and the host writes
     assert cuda.log == [("wait", 0x51), ("sync go stream", 0xA0), ("sync", 0x51)]
     assert sig.path == "host" and sig.reason == "cuStreamWriteValue64 failed with CUDA_ERROR_999"
-    assert int(cb.go[0]) == 3
+    assert int(cb.go[0]) == 3 and sig.writes == {"stream": 1, "host": 1}
     writes = len(ops.writes)
     sig.write(4)
     assert len(ops.writes) == writes and int(cb.go[0]) == 4
@@ -442,7 +475,7 @@ def test_a_thread_without_a_current_context_gets_one_and_writes(monkeypatch):
     monkeypatch.delenv(go.GO_PATH_ENV, raising=False)
     ops, cuda = FakeOps(rcs=[go.CUDA_ERROR_INVALID_CONTEXT, 0]), FakeCuda()
     sig = go.GoSignal(_block(), 2, lambda: ops, cuda)
-    assert sig.path == "stream" and ("set device", 2) in cuda.log and len(ops.writes) == 2
+    assert sig.path == "auto" and ("set device", 2) in cuda.log and len(ops.writes) == 2
 
 
 def test_go_on_the_host_synchronizes_the_callers_first(monkeypatch):
