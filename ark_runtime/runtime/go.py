@@ -164,6 +164,9 @@ class CudaStreams:
         return caller_streams(device_id)
 
 
+_RETIRED: list = []  # go signals closed with a stream write still queued: their control block is held till it lands
+
+
 class GoSignal:
     """Writes `go` into the control block, after the caller's queued work: on the go stream or from the host."""
 
@@ -231,6 +234,20 @@ class GoSignal:
         """Until every write queued on the go stream has landed."""
         if self._stream is not None:
             self._stream.synchronize()
+
+    def close(self) -> None:
+        """The runtime is done with `go`. A write still queued on the go stream (behind the caller's work) would land
+        in the control block after its memory went back to the pinned pool, maybe into the next runtime's `go`: the
+        block is held until it has landed (checked, without waiting, at every close)."""
+        if self._stream is not None and self not in _RETIRED and not self._idle():
+            _RETIRED.append(self)
+        _RETIRED[:] = [g for g in _RETIRED if not g._idle()]
+
+    def _idle(self) -> bool:
+        try:
+            return self._cuda.idle(self._stream.ptr)
+        except Exception:  # noqa: BLE001 - a lost context writes nothing more
+            return True
 
     def _host_write(self, value: int) -> None:
         for ptr in self._cuda.caller_streams(self._device_id):

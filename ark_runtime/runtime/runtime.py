@@ -65,8 +65,9 @@ def _launcher(fn, num_sms: int, smem_bytes: int, args: np.ndarray, queue: np.nda
     return start
 
 
-def _collected(kernel: ResidentKernel, dma: DmaEngine | None) -> None:
-    """A Runtime was collected with its kernel resident: halt it at once, then close its DMA engine."""
+def _collected(kernel: ResidentKernel, dma: DmaEngine | None, go_signal: GoSignal) -> None:
+    """A Runtime was collected with its kernel resident: halt it at once, then close its DMA engine and go."""
+    go_signal.close()
     if kernel.halt_quietly(INTERRUPT_GRACE_S) and dma is not None:
         with contextlib.suppress(Exception):
             dma.close()
@@ -242,7 +243,7 @@ class Runtime:
         self._go = 0  # iterations asked for, in all: the value of `go` once the last write landed
         self._kernel.launch()
         self._state = "running"
-        self._finalizer = weakref.finalize(self, _collected, self._kernel, self._dma)
+        self._finalizer = weakref.finalize(self, _collected, self._kernel, self._dma, self._go_signal)
         self._finalizer.atexit = False  # at exit every resident kernel is halted first (resident.py)
 
     def _tensor_words(self) -> np.ndarray:
@@ -399,6 +400,8 @@ class Runtime:
         """Closes the graphs and the DMA engine once the kernel has left (while it may run it may use them)."""
         if self._kernel is not None and self._kernel.resident:
             return
+        if getattr(self, "_go_signal", None) is not None:
+            self._go_signal.close()
         try:
             self._graphs.close()
             if self._dma is not None:

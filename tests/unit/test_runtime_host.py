@@ -699,3 +699,23 @@ def test_inside_suspend_runs_are_refused_with_the_reason():
         rt.run(1)
     with pytest.raises(LoopError, match=r"wait\(\) inside suspend\(\)"):
         rt.wait()
+
+
+def test_a_closed_go_signal_holds_its_control_block_while_a_write_is_queued(monkeypatch):
+    """A stream write still queued behind the caller's work when the runtime is done would land in memory the pinned
+    pool may have handed to the next runtime: the signal (and its block) is kept until the go stream is idle."""
+    monkeypatch.delenv(go.GO_PATH_ENV, raising=False)
+    go._RETIRED.clear()
+    cuda = FakeCuda(callers=(0x51,), busy=(0x51,))
+    sig = go.GoSignal(_block(), 0, FakeOps, cuda)
+    sig.write(4)  # behind the busy caller stream
+    cuda.busy.add(0xA0)  # the write has not landed
+    sig.close()
+    sig.close()  # stop() again
+    assert go._RETIRED == [sig]
+    cuda.busy.discard(0xA0)
+    go.GoSignal(_block(), 0, FakeOps, FakeCuda()).close()  # any later close lets the landed one go
+    assert go._RETIRED == []
+    idle = go.GoSignal(_block(), 0, FakeOps, FakeCuda(busy=()))
+    idle.close()
+    assert go._RETIRED == []
