@@ -73,6 +73,7 @@ class Row:
     graph_roundtrip_p90_us: float | None = None
     roundtrip_ratio: float | None = None  # roundtrip_us / graph_roundtrip_us
     go_path: str | None = None  # how run() handed `go` to the kernel (Runtime.go_path)
+    go_writes: dict | None = None  # of the case's runs, how many wrote `go` on the GPU and how many from the host
     notes: list[str] = field(default_factory=list)
     profile: dict | None = None  # Runtime.profile() of the last iteration: time per op and per SM
 
@@ -312,6 +313,7 @@ class ArkdmaTimes:
     report: list
     profile: object
     go_path: str
+    go_writes: dict
 
 
 def _arkdma(case: Case, inputs: dict, iterations: int, config: LoopConfig) -> ArkdmaTimes:
@@ -340,9 +342,10 @@ def _arkdma(case: Case, inputs: dict, iterations: int, config: LoopConfig) -> Ar
         out = rt.get(case.model.tensors[case.model.outputs[0]].name)
         report = rt.report()
         profile = rt.profile()
-        go_path = rt.go_path
+        go_path, go_writes = rt.go_path, rt.go_writes
     p10, p50, p90 = np.percentile(gaps, [10, 50, 90])
-    return ArkdmaTimes(float(p50), float(p10), float(p90), float(gaps.max()), trips, out, report, profile, go_path)
+    return ArkdmaTimes(float(p50), float(p10), float(p90), float(gaps.max()), trips, out, report, profile, go_path,
+                       go_writes)
 
 
 def run(config: LoopConfig, progress=None, on_row=None) -> LoopResult:
@@ -372,7 +375,8 @@ def run(config: LoopConfig, progress=None, on_row=None) -> LoopResult:
                   err <= TOL[out_t.dtype], notes=notes, profile=ark.profile.as_json(),
                   roundtrip_p10_us=trips.p10, roundtrip_p90_us=trips.p90, graph_roundtrip_us=graph_trips.median,
                   graph_roundtrip_p10_us=graph_trips.p10, graph_roundtrip_p90_us=graph_trips.p90,
-                  roundtrip_ratio=trips.median / graph_trips.median, go_path=ark.go_path)
+                  roundtrip_ratio=trips.median / graph_trips.median, go_path=ark.go_path,
+                  go_writes=ark.go_writes)
         if case.case == "f":
             row.path, row.copy_us = ark.report[0].path, ark.report[0].time_us
             if row.path == "graph":

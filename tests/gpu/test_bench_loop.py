@@ -53,5 +53,6 @@ def test_a_quick_run_measures_and_checks_every_row(torch):
             assert 0 < lo <= mid <= hi, (r.model, key, lo, mid, hi)
         assert r.roundtrip_ratio == pytest.approx(r.roundtrip_us / r.graph_roundtrip_us)
         assert r.go_path in ("auto", "stream", "host")
+        assert sum(r.go_writes.values()) == 1 + 3 + 30 + 1  # the first run, the round trips (3 + 30), the timed run
     assert {r.path for r in result.rows if r.case == "f"} == paths
     assert result.rows[0].per_edge_us == pytest.approx(result.rows[0].arkdma_us / 100)

@@ -19,7 +19,7 @@ def _trips(ark: float, graph: float) -> dict:
     """A row's round-trip fields, as bench.loop.run fills them."""
     return {"roundtrip_p10_us": ark * 0.9, "roundtrip_p90_us": ark * 1.3, "graph_roundtrip_us": graph,
             "graph_roundtrip_p10_us": graph * 0.95, "graph_roundtrip_p90_us": graph * 1.1,
-            "roundtrip_ratio": ark / graph, "go_path": "stream"}
+            "roundtrip_ratio": ark / graph, "go_path": "auto", "go_writes": {"stream": 1, "host": 220}}
 
 
 def _result() -> LoopResult:
@@ -54,7 +54,7 @@ def test_json_has_the_keys_the_issue_names_and_the_plot_is_drawn(tmp_path):
     for row in data["rows"]:
         assert {"case", "arkdma_us", "eager_us", "graph_us", "compile_us", "path", "ratio_to_best_torch"} <= set(row)
         assert {"roundtrip_us", "roundtrip_p10_us", "roundtrip_p90_us", "graph_roundtrip_us", "graph_roundtrip_p10_us",
-                "graph_roundtrip_p90_us", "roundtrip_ratio", "go_path"} <= set(row)
+                "graph_roundtrip_p90_us", "roundtrip_ratio", "go_path", "go_writes"} <= set(row)
     assert data["rows"][0]["roundtrip_ratio"] == 2.0 and data["rows"][2]["graph_roundtrip_us"] is None
     plot(_result(), tmp_path / "loop.png")
     assert (tmp_path / "loop.png").stat().st_size > 1000
