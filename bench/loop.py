@@ -10,10 +10,13 @@ the running kernel, per path.
 arkdma: the model bound to PyTorch's own tensors (DLPack, no copy) and launched once; `run(n)` queues n
 iterations and the GPU clock stamps when each is done, so `arkdma_us` is the median gap between consecutive
 stamps (p10 and p90 beside it): time per iteration with no host on the path. `roundtrip_us` is one
-`run(1)` + `wait()` from Python, host signalling included.
+`run(1)` + `wait()` from Python, host signalling included (median of `roundtrips` after `roundtrip_warmup`, by
+perf_counter; p10 and p90 beside it).
 PyTorch: `eager_us` (CUDA events over `reps` calls after warm-up, per call), `graph_us` (one call captured in
 a CUDA graph, replayed), `compile_us` (torch.compile's code, captured in a CUDA graph and replayed), each
-measured in the same run on the same GPU.
+measured in the same run on the same GPU. `graph_roundtrip_us` is the host's round trip for that CUDA graph,
+timed as arkdma's is: one replay + `torch.cuda.synchronize()`, as many samples after as many warm-ups, median and
+p10/p90; `roundtrip_ratio` = roundtrip_us / graph_roundtrip_us.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ class LoopConfig:
     reps: int = 50  # PyTorch calls per timing
     samples: int = 5  # timings per figure (median reported)
     quick: bool = False  # smaller shapes: a smoke run
+    roundtrips: int = 200  # host round trips timed per figure (arkdma's run(1) + wait(); a graph's replay + sync)
+    roundtrip_warmup: int = 20  # round trips before the timed ones
 
 
 @dataclass
@@ -61,6 +66,14 @@ class Row:
     path: str | None = None  # copies: how the kernel moved the bytes
     copy_us: float | None = None  # copies: the copy op alone, by the GPU clock
     per_edge_us: float | None = None  # case d: per dependency edge
+    roundtrip_p10_us: float | None = None
+    roundtrip_p90_us: float | None = None
+    graph_roundtrip_us: float | None = None  # one replay of PyTorch's CUDA graph + torch.cuda.synchronize()
+    graph_roundtrip_p10_us: float | None = None
+    graph_roundtrip_p90_us: float | None = None
+    roundtrip_ratio: float | None = None  # roundtrip_us / graph_roundtrip_us
+    go_path: str | None = None  # how run() handed `go` to the kernel (Runtime.go_path)
+    go_writes: dict | None = None  # of the case's runs, how many wrote `go` on the GPU and how many from the host
     notes: list[str] = field(default_factory=list)
     profile: dict | None = None  # Runtime.profile() of the last iteration: time per op and per SM
 
@@ -192,7 +205,8 @@ def _events_us(torch, call: Callable, reps: int, samples: int) -> float:
     return statistics.median(out)
 
 
-def _graph_us(torch, call: Callable, reps: int, samples: int) -> float:
+def _graph(torch, call: Callable):
+    """One call captured in a CUDA graph (after warm-up on a side stream, as PyTorch asks)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -202,7 +216,48 @@ def _graph_us(torch, call: Callable, reps: int, samples: int) -> float:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         call()
-    return _events_us(torch, graph.replay, reps, samples)
+    return graph
+
+
+def _graph_us(torch, call: Callable, reps: int, samples: int) -> float:
+    return _events_us(torch, _graph(torch, call).replay, reps, samples)
+
+
+@dataclass(frozen=True)
+class RoundTrips:
+    """Host round trips by perf_counter, in us."""
+
+    median: float
+    p10: float
+    p90: float
+
+    @classmethod
+    def of(cls, trips: list[float]) -> RoundTrips:
+        p10, p50, p90 = np.percentile(trips, [10, 50, 90])
+        return cls(float(p50), float(p10), float(p90))
+
+
+def round_trips(step: Callable[[], None], samples: int, warmup: int) -> RoundTrips:
+    """`step()` (one round trip: start the work, return once the host knows it finished) `warmup` times, then
+    `samples` times timed one by one."""
+    for _ in range(warmup):
+        step()
+    trips = []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        step()
+        trips.append((time.perf_counter() - t0) * 1e6)
+    return RoundTrips.of(trips)
+
+
+def _graph_round_trips(torch, graph, samples: int, warmup: int) -> RoundTrips:
+    """One replay of a CUDA graph + torch.cuda.synchronize(), per round trip."""
+    torch.cuda.synchronize()
+
+    def step() -> None:
+        graph.replay()
+        torch.cuda.synchronize()
+    return round_trips(step, samples, warmup)
 
 
 def _reps_for(us_guess: float, reps: int) -> int:
@@ -222,7 +277,9 @@ def _torch_baselines(torch, case: Case, inputs: dict, config: LoopConfig, notes:
     first = _events_us(torch, call, 1, 1)
     reps = _reps_for(first, config.reps)
     eager = _events_us(torch, call, reps, config.samples)
-    graph = _graph_us(torch, call, reps, config.samples)
+    captured = _graph(torch, call)
+    graph = _events_us(torch, captured.replay, reps, config.samples)
+    graph_trips = _graph_round_trips(torch, captured, config.roundtrips, config.roundtrip_warmup)
     compiled = None
     if config.compile and case.compile:
         try:
@@ -232,12 +289,35 @@ def _torch_baselines(torch, case: Case, inputs: dict, config: LoopConfig, notes:
             compiled = _graph_us(torch, ccall, reps, config.samples)
         except Exception as exc:  # noqa: BLE001 - a baseline that cannot be built is reported, not fatal
             notes.append(f"torch.compile: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
-    return want, eager, graph, compiled
+    return want, eager, graph, compiled, graph_trips
 
 
-def _arkdma(case: Case, inputs: dict, iterations: int):
-    """(per-iteration us: median, p10, p90, largest; round trip us; the output as NumPy; the runtime's copy report;
-    its profile of the last iteration). On the graph path the timed iterations take in one relaunch of the
+def graph_window(done: int, segment: int) -> int:
+    """Iterations to run after `done` so that the last RING (the ones iteration_ns() times) all belong to this run
+    and take in a relaunch of the kernel's graph (every `segment` iterations) in their middle."""
+    boundary = -(-(done + RING // 2 + 1) // segment) * segment  # the first relaunch at least RING // 2 + 1 ahead
+    return boundary + RING // 2 - done
+
+
+@dataclass(frozen=True)
+class ArkdmaTimes:
+    """What _arkdma measured: per-iteration us by the GPU clock (median, p10, p90, largest), the host round trips,
+    the output as NumPy, the runtime's copy report, its profile of the last iteration and its go path."""
+
+    p50: float
+    p10: float
+    p90: float
+    longest: float
+    trips: RoundTrips
+    out: np.ndarray
+    report: list
+    profile: object
+    go_path: str
+    go_writes: dict
+
+
+def _arkdma(case: Case, inputs: dict, iterations: int, config: LoopConfig) -> ArkdmaTimes:
+    """Times the case on the loop kernel. On the graph path the timed iterations take in one relaunch of the
     kernel's graph."""
     from ark_runtime.runtime import GRAPH_LAUNCHES_PER_RUN, Runtime
 
@@ -248,14 +328,13 @@ def _arkdma(case: Case, inputs: dict, iterations: int):
     with Runtime(case.model, bind=bind, **kw) as rt:
         rt.run(2)
         rt.wait()
-        trips = []
-        for _ in range(10):
-            t0 = time.perf_counter()
+
+        def step() -> None:
             rt.run(1)
             rt.wait()
-            trips.append((time.perf_counter() - t0) * 1e6)
-        if case.copy_path == "graph":  # the RING iterations timed take in the first relaunch
-            iterations = GRAPH_LAUNCHES_PER_RUN - rt.iterations_done + RING // 2
+        trips = round_trips(step, config.roundtrips, config.roundtrip_warmup)
+        if case.copy_path == "graph":  # the RING iterations timed take in a relaunch of the kernel's graph
+            iterations = graph_window(rt.iterations_done, GRAPH_LAUNCHES_PER_RUN)
         rt.run(iterations)
         rt.wait(timeout=120)
         stamps = rt.iteration_ns()
@@ -263,8 +342,10 @@ def _arkdma(case: Case, inputs: dict, iterations: int):
         out = rt.get(case.model.tensors[case.model.outputs[0]].name)
         report = rt.report()
         profile = rt.profile()
+        go_path, go_writes = rt.go_path, rt.go_writes
     p10, p50, p90 = np.percentile(gaps, [10, 50, 90])
-    return float(p50), float(p10), float(p90), float(gaps.max()), statistics.median(trips), out, report, profile
+    return ArkdmaTimes(float(p50), float(p10), float(p90), float(gaps.max()), trips, out, report, profile, go_path,
+                       go_writes)
 
 
 def run(config: LoopConfig, progress=None, on_row=None) -> LoopResult:
@@ -282,17 +363,22 @@ def run(config: LoopConfig, progress=None, on_row=None) -> LoopResult:
         inputs = _inputs(torch, m)
         out_t = m.tensors[m.outputs[0]]
         say(f"{what}: PyTorch")
-        want, eager, graph, compiled = _torch_baselines(torch, case, inputs, config, notes)
+        want, eager, graph, compiled, graph_trips = _torch_baselines(torch, case, inputs, config, notes)
         want = want.float().cpu().numpy().reshape(out_t.shape)
         say(f"{what}: arkdma")
         iterations = RING + 1
-        p50, p10, p90, longest, trip, got, report, profile = _arkdma(case, inputs, iterations)
-        err = _rel_err(got.reshape(out_t.shape), want)
+        ark = _arkdma(case, inputs, iterations, config)
+        p50, longest, trips = ark.p50, ark.longest, ark.trips
+        err = _rel_err(ark.out.reshape(out_t.shape), want)
         best = min(v for v in (eager, graph, compiled) if v is not None)
-        row = Row(case.case, m.name, p50, p10, p90, trip, eager, graph, compiled, p50 / best, err,
-                  err <= TOL[out_t.dtype], notes=notes, profile=profile.as_json())
+        row = Row(case.case, m.name, p50, ark.p10, ark.p90, trips.median, eager, graph, compiled, p50 / best, err,
+                  err <= TOL[out_t.dtype], notes=notes, profile=ark.profile.as_json(),
+                  roundtrip_p10_us=trips.p10, roundtrip_p90_us=trips.p90, graph_roundtrip_us=graph_trips.median,
+                  graph_roundtrip_p10_us=graph_trips.p10, graph_roundtrip_p90_us=graph_trips.p90,
+                  roundtrip_ratio=trips.median / graph_trips.median, go_path=ark.go_path,
+                  go_writes=ark.go_writes)
         if case.case == "f":
-            row.path, row.copy_us = report[0].path, report[0].time_us
+            row.path, row.copy_us = ark.report[0].path, ark.report[0].time_us
             if row.path == "graph":
                 from ark_runtime.runtime import GRAPH_LAUNCHES_PER_RUN
 
@@ -309,6 +395,8 @@ def run(config: LoopConfig, progress=None, on_row=None) -> LoopResult:
 
 
 def plot(result: LoopResult, path: Path) -> None:
+    """Two panels: time per iteration (arkdma and each PyTorch figure), and the host's round trip (arkdma's run(1) +
+    wait() against a CUDA graph's replay + synchronize), p10 to p90 as error bars."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -318,7 +406,8 @@ def plot(result: LoopResult, path: Path) -> None:
     series = [("arkdma", "arkdma_us", "C0"), ("eager", "eager_us", "C7"), ("CUDA graph", "graph_us", "C1"),
               ("torch.compile", "compile_us", "C2")]
     y = np.arange(len(labels))
-    fig, ax = plt.subplots(figsize=(10, 0.55 * len(labels) + 1.5))
+    fig, (ax, trip_ax) = plt.subplots(1, 2, figsize=(16, 0.55 * len(labels) + 1.5), sharey=True,
+                                      gridspec_kw={"width_ratios": [3, 2]})
     h = 0.8 / len(series)
     for i, (name, key, color) in enumerate(series):
         vals = [getattr(r, key) or np.nan for r in result.rows]
@@ -329,7 +418,21 @@ def plot(result: LoopResult, path: Path) -> None:
     ax.set_xlabel("microseconds per iteration (log)")
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(fontsize=8)
-    ax.set_title(f"arkdma bench loop on {result.device} (torch {result.torch})")
+    ax.set_title(f"arkdma bench loop on {result.device} (torch {result.torch})", fontsize=10)
+    trips = [("arkdma run(1) + wait()", "roundtrip", "C0"), ("CUDA graph replay + synchronize", "graph_roundtrip",
+                                                             "C1")]
+    h = 0.8 / len(trips)
+    for i, (name, key, color) in enumerate(trips):
+        mid = np.array([getattr(r, f"{key}_us") or np.nan for r in result.rows], float)
+        lo = np.array([getattr(r, f"{key}_p10_us") or np.nan for r in result.rows], float)
+        hi = np.array([getattr(r, f"{key}_p90_us") or np.nan for r in result.rows], float)
+        err = np.nan_to_num(np.vstack([mid - lo, hi - mid]), nan=0.0).clip(min=0.0)
+        trip_ax.barh(y + (i - 0.5) * h, mid, h, xerr=err, label=name, color=color, capsize=2)
+    trip_ax.set_xscale("log")
+    trip_ax.set_xlabel("host round trip, microseconds (log; p10-p90)")
+    trip_ax.grid(True, axis="x", alpha=0.3)
+    trip_ax.legend(fontsize=8)
+    trip_ax.set_title("one iteration from Python and back", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

@@ -42,10 +42,17 @@ def test_a_quick_run_measures_and_checks_every_row(torch):
     from ark_runtime.runtime import graph_copies_unavailable
 
     paths = {"sm", "engine:software-cuda"} | (set() if graph_copies_unavailable() else {"graph"})
-    result = run(LoopConfig(cases=("d", "f"), compile=False, quick=True, reps=5, samples=2))
+    result = run(LoopConfig(cases=("d", "f"), compile=False, quick=True, reps=5, samples=2, roundtrips=30,
+                            roundtrip_warmup=3))
     assert [r.case for r in result.rows] == ["d"] + ["f"] * 2 * len(paths)
     for r in result.rows:
         assert r.ok, f"{r.case} {r.model}: off by {r.max_rel_err}"
         assert r.arkdma_us > 0 and r.eager_us > 0 and r.graph_us > 0 and r.ratio_to_best_torch > 0
+        for key in ("roundtrip", "graph_roundtrip"):
+            lo, mid, hi = (getattr(r, f"{key}{q}_us") for q in ("_p10", "", "_p90"))
+            assert 0 < lo <= mid <= hi, (r.model, key, lo, mid, hi)
+        assert r.roundtrip_ratio == pytest.approx(r.roundtrip_us / r.graph_roundtrip_us)
+        assert r.go_path in ("auto", "stream", "host")
+        assert sum(r.go_writes.values()) == 1 + 3 + 30 + 1  # the first run, the round trips (3 + 30), the timed run
     assert {r.path for r in result.rows if r.case == "f"} == paths
     assert result.rows[0].per_edge_us == pytest.approx(result.rows[0].arkdma_us / 100)

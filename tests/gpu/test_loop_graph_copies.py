@@ -59,13 +59,13 @@ def test_every_iteration_copies_across_relaunches(graphs):
             got = rt.get(out)
             assert got[0] == i and got[-1] == i, f"iteration {i} copied {got[0]}"
         assert rt.iterations_done == total
-        assert not rt._stream.done  # resident, relaunched by itself twice
+        assert not rt._kernel.stream.done  # resident, relaunched by itself twice
         rt.run(3 * GRAPH_LAUNCHES_PER_RUN)  # many relaunches with no host between iterations
         rt.wait(timeout=30)
         assert rt.iterations_done == total + 3 * GRAPH_LAUNCHES_PER_RUN
     finally:
         rt.stop()
-    assert rt._stream.done and rt.state == "stopped"
+    assert rt._kernel.stream.done and rt.state == "stopped"
 
 
 def test_compute_reads_what_a_graph_copy_wrote(graphs):
@@ -192,7 +192,7 @@ def test_a_kernel_stopped_mid_run_releases_its_launch_ahead(graphs):
         rt.run(1_000_000)
         with pytest.raises(LoopTimeout):
             rt.wait(timeout=0.3)
-        assert rt._stream.done
+        assert rt._kernel.stream.done
     finally:
         rt.stop()
     x = np.arange(2048, dtype=np.float32)

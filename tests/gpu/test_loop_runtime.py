@@ -413,7 +413,7 @@ def test_bound_arrays_are_used_without_a_copy(gpu):
         rt.run()
         rt.wait()
         np.testing.assert_array_equal(ys.get(), -xs.get())
-        xs.set(np.full((64, 96), 3.0, np.float32), stream=mine)  # in place; run() waits for this stream first
+        xs.set(np.full((64, 96), 3.0, np.float32), stream=mine)  # in place; run() orders the kernel after it
         rt.run()
         rt.wait()
         np.testing.assert_array_equal(ys.get(), np.full((64, 96), -3.0, np.float32))

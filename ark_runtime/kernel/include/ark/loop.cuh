@@ -3,16 +3,20 @@
  *
  * Launched once, one CTA per SM (a cooperative launch: all CTAs resident). Iteration i runs when the host
  * has raised `go` above i; each CTA plays its stream (wait / run / signal), then stamps and counts its arrival; the
- * last CTA to finish an iteration the host must hear of (the last one asked for, and every PUBLISH_EVERY-th) publishes
- * it (`done = i + 1`: arrive()). CTAs are not held in step: one may run up to RING iterations ahead of the last
- * iteration published, because iteration i's arrivals are counted in slot i % RING (the bound keeps two iterations
- * from sharing a slot). A counter only grows: a tile's counter reads i + 1 once the tile ran in iteration i, so a
- * wait is "counter >= i + delta" and nothing is ever reset.
+ * last CTA to finish an iteration the host must hear of (the last one asked for, and every PUBLISH_EVERY-th: every
+ * one unless ARK_PUBLISH_EVERY says otherwise) publishes it (`done = i + 1`: arrive()). CTAs are not held in step:
+ * one may run up to RING iterations ahead of the last iteration published, because iteration i's arrivals are
+ * counted in slot i % RING (the bound keeps two iterations from sharing a slot). A counter only grows: a tile's
+ * counter reads i + 1 once the tile ran in iteration i, so a wait is "counter >= i + delta" and nothing is ever
+ * reset.
  *
  * Host memory is read by one thread at a time, not polled by every CTA (132 pollers flood PCIe and slow every
  * transfer to the host): CTA 0 forwards the host's go and stop into GPU words (`finished[RING + 1]`,
- * `[RING + 2]`) whenever it waits for go; the other CTAs read those. A thread stuck in a wait also reads
- * the host's stop itself, now and then, so a stop reaches every CTA whatever CTA 0 is doing.
+ * `[RING + 2]`) whenever it waits for go, and reads the host's stop between iterations at most every
+ * STOP_POLL_NS of the GPU clock while it runs; every CTA reads the forwarded stop between iterations as often. A
+ * thread stuck in a wait also reads the host's stop itself, now and then, so a stop reaches every CTA whatever
+ * CTA 0 is doing. The host's go may be written by the host or by a stream memory operation on the GPU (the
+ * runtime's go stream, ordered after the caller's queued work); either way it lands in the same mapped word.
  *
  * Every wait is bounded (budget_ns of globaltimer) and watches the stop word and the fault word: a
  * wait that gives up, a tile that finds bad input, or a DMA that fails records a fault (the first one wins),
@@ -124,6 +128,20 @@ __device__ __forceinline__ bool stopping(const Program& p) {
   return *(volatile unsigned*)p.fault_flag != 0u || *(volatile unsigned long long*)(p.finished + STOP_SEEN) != 0ull;
 }
 
+/* Between iterations a CTA looks for a stop at most this often (GPU clock): with iterations queued and no wait
+ * between SMs a CTA never waits for go, so without this look it would run every queued iteration before leaving.
+ * The look is one or two loads (CTA 0: a read across PCIe too), due once this long has passed since the last. */
+constexpr unsigned long long STOP_POLL_NS = 100000;
+
+/* Thread 0, at the start of an iteration it may begin at once (`now`: its last arrival's stamp, the GPU clock):
+ * whether the kernel is being stopped, looked at no more than every STOP_POLL_NS (`next`: when the next look is
+ * due). CTA 0 reads the host's stop (and forwards it); the others read the forwarded word and the fault flag. */
+__device__ __forceinline__ bool stop_between(const Program& p, unsigned long long now, unsigned long long& next) {
+  if (now < next) return false;
+  next = now + STOP_POLL_NS;
+  return stopping(p) || (blockIdx.x == 0 && host_stop(p));
+}
+
 /* One lane spins until counter word `word` reaches `target`; false when it gave up (fault recorded, naming
  * the counter waited on) or was stopped. Acquire loads: what the signalling tile wrote is visible after. */
 __device__ __forceinline__ bool spin_until(const Program& p, int word, unsigned long long target, int tile, int counter,
@@ -174,9 +192,14 @@ __device__ __forceinline__ void signal_counter(const Program& p, int counter) {
 }
 
 /* Iterations between the host's sightings of `done` while a run goes on (the last iteration it asked for is always
- * published at once). */
-constexpr unsigned long long PUBLISH_EVERY = 16;
-static_assert(PUBLISH_EVERY < RING, "the ring's pace moves at published iterations only");
+ * published at once): every iteration by default, so `done` moves by one as each ends; the runtime passes
+ * -DARK_PUBLISH_EVERY=N from the environment variable of that name, to weigh the cost of publishing (below). */
+#ifndef ARK_PUBLISH_EVERY
+#define ARK_PUBLISH_EVERY 1
+#endif
+constexpr unsigned long long PUBLISH_EVERY = ARK_PUBLISH_EVERY;
+static_assert(PUBLISH_EVERY >= 1 && PUBLISH_EVERY < RING, "ARK_PUBLISH_EVERY: 1 to RING - 1 (the ring's pace moves "
+              "at published iterations only)");
 
 /* Thread 0, after the barrier that ends iteration `it` on this CTA (`go`: the host's go as this thread last read
  * it): the CTA's arrival. It stamps its row of done_ns (the host takes an iteration's latest stamp as its end) and
@@ -197,20 +220,24 @@ static_assert(PUBLISH_EVERY < RING, "the ring's pace moves at published iteratio
  * tiles' stores, and each CTA waits an L2 round trip for its count. On an H100 chain64 took 7.6 us an iteration with
  * a 5.0 us tile that way, 5.5 with a 4.7 us tile reading back every count, and 4.6 with a 4.3 us tile reading back
  * only the published ones. Inlined: out of line (__noinline__) tasks1000 took 1.82 against 1.88 us an edge and
- * chain64 4.55 against 4.6, but block-s128 44.5 against 43.3 and mlp-b8 100.1 against 99.1 (one H100, two sessions). */
-__device__ __forceinline__ void arrive(const Program& p, unsigned long long it, unsigned long long go) {
-  p.done_ns[(it % RING) * gridDim.x + blockIdx.x] = arkdma::now_ns();
+ * chain64 4.55 against 4.6, but block-s128 44.5 against 43.3 and mlp-b8 100.1 against 99.1 (one H100, two sessions).
+ * With PUBLISH_EVERY 1 (the default) every arrival is of the acq_rel kind, so `done` moves as each iteration ends.
+ * Returns the stamp (the GPU clock as the CTA arrived), which paces the looks for a stop (stop_between). */
+__device__ __forceinline__ unsigned long long arrive(const Program& p, unsigned long long it, unsigned long long go) {
+  const unsigned long long now = arkdma::now_ns();
+  p.done_ns[(it % RING) * gridDim.x + blockIdx.x] = now;
   unsigned long long* slot = p.finished + it % RING;
   if (!(it + 1ull >= go || (it + 1ull) % PUBLISH_EVERY == 0ull)) {
     asm volatile("red.relaxed.gpu.global.add.u64 [%0], 1;" ::"l"(slot) : "memory");
-    return;
+    return now;
   }
   unsigned long long n;
   asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], 1;" : "=l"(n) : "l"(slot) : "memory");
-  if (n + 1ull != (it / RING + 1ull) * gridDim.x) return;
+  if (n + 1ull != (it / RING + 1ull) * gridDim.x) return now;
   atomicMax(p.finished + RING, it + 1);
   __threadfence_system();
   *(volatile unsigned long long*)&p.control->done = it + 1;
+  return now;
 }
 
 #if ARK_GRAPH_COPIES

@@ -43,6 +43,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(c
   int first = end;  // nothing staged yet
   int preloaded = -1;  // the run instruction whose tile's first weight slices were loaded before its waits
   unsigned long long go = 0, ring = 0;  // thread 0: go and iterations published, as last read
+  unsigned long long arrived_ns = 0, next_stop_look = 0;  // thread 0: its last arrival, when to look for a stop
   const unsigned long long first_it = p.finished[ark::SEGMENT_AT];  // 0, or where the last run of the graph stopped
 #if ARK_GRAPH_COPIES
   if (*(volatile unsigned*)p.fault_flag != 0u) return;  // relaunched as another CTA faulted
@@ -70,6 +71,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(c
         __nanosleep(spins < 64 ? 100 : 1000);
       }
       __threadfence();  // what the host and the other CTAs wrote before go is visible to this CTA's loads
+    } else if (threadIdx.x == 0) {
+      // go lets this iteration start at once: with iterations queued the CTA may never wait for go, so it looks
+      // for a stop here, every ark::STOP_POLL_NS at most (an iteration's cost: the compare, mostly)
+      stop = ark::stop_between(p, arrived_ns, next_stop_look);
     }
     if (__syncthreads_or(stop)) break;
 #if ARK_GRAPH_COPIES
@@ -118,7 +123,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(c
       }
     }
     if (__syncthreads_or(stop)) break;
-    if (threadIdx.x == 0) ark::arrive(p, it, go);
+    if (threadIdx.x == 0) arrived_ns = ark::arrive(p, it, go);
   }
 #if ARK_GRAPH_COPIES
   if (threadIdx.x == 0) ark::open_gates(p.copies, gen::NUM_OPS, p.graph_words);
