@@ -31,7 +31,7 @@ from ark_runtime.runtime.faults import FaultRecord, LoopError, LoopFault, LoopTi
 from ark_runtime.runtime.go import GoSignal
 from ark_runtime.runtime.graph_copies import GRAPH_AHEAD_ENV, CopyGraphs, gate_fits, open_gates
 from ark_runtime.runtime.resident import INTERRUPT_GRACE_S, STOP_GRACE_S, ResidentKernel, others_resident
-from ark_runtime.runtime.tensors import tensor_memory
+from ark_runtime.runtime.tensors import overlapping_binds, tensor_memory
 from ark_runtime.scheduler import PLACEMENTS, DeviceSpec
 from ark_runtime.tiling import switched_off
 
@@ -173,6 +173,9 @@ class Runtime:
         self._fn.max_dynamic_shared_size_bytes = self.source.smem_bytes
         self._io = cupy.cuda.Stream(non_blocking=True)  # set() and get(): never ordered behind the loop kernel
         self._tensors = [tensor_memory(t, bind.get(t.name), self._device_id) for t in model.tensors]
+        overlap = overlapping_binds(model, self._tensors, set(bind))
+        if overlap:
+            raise LoopError(overlap)
         self._copies = np.zeros((max(len(model.ops), 1), 4), np.int32)
         for op, path in self._paths.items():
             if path.startswith("engine:"):

@@ -60,3 +60,20 @@ def _bound(t, given, device_id: int) -> TensorMemory:
     if span.kind == "device" and span.device_id != device_id:
         raise LoopError(f"bind[{t.name!r}] is on GPU {span.device_id}; this runtime runs on GPU {device_id}")
     return TensorMemory(span.ptr, given, span.kind)
+
+
+def overlapping_binds(model, memories: list[TensorMemory], bound: set[str]) -> str | None:
+    """Why the bound arrays cannot be used, where two of them share bytes and the kernel writes either (an op's
+    output): what one tile writes would change what another reads or writes. Inputs may share memory (tied weights:
+    the kernel only reads them)."""
+    spans = sorted(((memories[t.id].ptr, memories[t.id].ptr + t.nbytes, t) for t in model.tensors
+                    if t.name in bound and t.nbytes), key=lambda s: s[:2])
+    active: list[tuple[int, int, object]] = []  # spans that reach past the start of the one looked at
+    for b0, b1, b in spans:
+        active = [a for a in active if a[1] > b0]
+        for a0, a1, a in active:
+            if a.producer is not None or b.producer is not None:
+                return (f"bind[{a.name!r}] and bind[{b.name!r}] share bytes ({a0:#x}..{a1:#x} and {b0:#x}..{b1:#x}) "
+                        f"and the kernel writes {a.name if a.producer is not None else b.name}: bind separate arrays")
+        active.append((b0, b1, b))
+    return None

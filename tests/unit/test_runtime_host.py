@@ -719,3 +719,42 @@ def test_a_closed_go_signal_holds_its_control_block_while_a_write_is_queued(monk
     idle = go.GoSignal(_block(), 0, FakeOps, FakeCuda(busy=()))
     idle.close()
     assert go._RETIRED == []
+
+
+# --- bound arrays that share bytes ---------------------------------------------------------------------------------
+def _io_model():
+    from ark_runtime.model import Model
+
+    m = Model("io")
+    a, b = m.input("a", (4, 8)), m.input("b", (4, 8))
+    m.output(m.add(a, b))
+    return m
+
+
+def test_bound_inputs_may_share_bytes_but_not_with_what_the_kernel_writes():
+    from ark_runtime.runtime.tensors import TensorMemory, overlapping_binds
+
+    m = _io_model()
+    out = m.tensors[m.outputs[0]]
+    n = out.nbytes
+    tied = [TensorMemory(0x1000, None, "device"), TensorMemory(0x1000, None, "device"), TensorMemory(0x9000, None, "device")]
+    assert overlapping_binds(m, tied, {"a", "b", out.name}) is None  # two inputs on one array: only read
+    into_input = [TensorMemory(0x1000, None, "device"), TensorMemory(0x5000, None, "device"),
+                  TensorMemory(0x1000 + n // 2, None, "device")]
+    why = overlapping_binds(m, into_input, {"a", "b", out.name})
+    assert why and "bind['a']" in why and out.name in why and "bind separate arrays" in why
+
+
+def test_an_overlap_hidden_behind_a_longer_span_is_found():
+    from ark_runtime.model import Model
+    from ark_runtime.runtime.tensors import TensorMemory, overlapping_binds
+
+    m = Model("hidden")
+    big, small = m.input("big", (64, 8)), m.input("small", (1, 8))
+    out = m.unary("neg", small)
+    m.output(out)
+    # big spans everything; small (an input) sits at its start; the output lies inside big, past small
+    mem = [TensorMemory(0x1000, None, "device"), TensorMemory(0x1000, None, "device"),
+           TensorMemory(0x1000 + 1024, None, "device")]
+    why = overlapping_binds(m, mem, {"big", "small", out.name})
+    assert why and "bind['big']" in why and out.name in why
