@@ -12,6 +12,8 @@ from ark_runtime.graph import ModelError, Op, Tensor
 from ark_runtime.ops.blocks import elementwise_tiles
 from ark_runtime.ops.spec import Built, OpSpec, arity, no_attrs, require_float
 
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
 # name -> (float64 reference, numeric.cuh's Fn)
 FNS = {
     "gelu": (lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))), "GELU"),
@@ -22,6 +24,8 @@ FNS = {
     "sqrt": (np.sqrt, "SQRT"),
     "rsqrt": (lambda x: 1 / np.sqrt(x), "RSQRT"),
     "identity": (lambda x: x, "IDENTITY"),
+    "tanh": (np.tanh, "TANH"),
+    "gelu_erf": (lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))), "GELU_ERF"),  # PyTorch's and BERT's GELU
 }
 
 

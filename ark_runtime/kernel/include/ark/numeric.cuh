@@ -30,7 +30,7 @@ struct NoEpi {
   __device__ __forceinline__ float operator()(float v, long long) const { return v; }
 };
 
-enum Fn : int { GELU, SILU, RELU, EXP, NEG, SQRT, RSQRT, IDENTITY, ADD, SUB, MUL, DIV, MAX };
+enum Fn : int { GELU, SILU, RELU, EXP, NEG, SQRT, RSQRT, IDENTITY, TANH, GELU_ERF, ADD, SUB, MUL, DIV, MAX };
 
 /* The SFU's exp2 and reciprocal, one MUFU instruction each (flushing subnormals, as the kernels compile with -ftz):
  * exp2 within 2 ulp, the reciprocal within 1, and both saturate (exp2 of a large input is inf, the reciprocal of inf
@@ -80,6 +80,9 @@ template <int F, bool FMA_RCP = false> __device__ __forceinline__ float unary(fl
   else if constexpr (F == NEG) return -x;
   else if constexpr (F == SQRT) return sqrtf(x);
   else if constexpr (F == RSQRT) return rsqrtf(x);
+  // tanh x = 1 - 2 / (1 + e^(2x)): one exp2 and one reciprocal, saturating to +-1 (e^(2x) inf -> 1, 0 -> -1)
+  else if constexpr (F == TANH) return 1.0f - 2.0f * rcp(1.0f + ex2_approx(2.0f * LOG2E * x));
+  else if constexpr (F == GELU_ERF) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
   else return x;
 }
 
