@@ -429,9 +429,15 @@ class Runtime:
         Waits for the queued iterations (up to `timeout` seconds), halts the kernel, runs the block, then launches
         the same kernel again on the same memory, plan and counters, going on from the iteration count it had
         (run() is refused inside the block; set() and get() work). An exception in the block still relaunches the
-        kernel, except KeyboardInterrupt, which leaves it stopped."""
+        kernel, except KeyboardInterrupt, which leaves it stopped. Not with device-graph copies: that kernel runs
+        inside a graph that relaunches itself and its copies' graphs, which a relaunch from the host does not
+        restore (LoopError saying so; such a runtime can stop() and be made again)."""
         check_timeout(timeout)
         self._refuse_unless_running("suspend")
+        if self._graph_ops:
+            raise LoopError("suspend() cannot step aside a kernel with device-graph copies (it runs inside a graph "
+                            "that relaunches itself and launches its copies' graphs); give the copies "
+                            "copy_path='sm' or 'engine', or stop() this Runtime and make it again after the CUDA work")
         self.wait(timeout)
         with self._halt_on_interrupt():
             self._state = "suspended"
