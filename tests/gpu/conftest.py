@@ -30,8 +30,8 @@ def no_kernel_left_resident():
     resident = sys.modules.get("ark_runtime.runtime.resident")
     if resident is None or not resident._RESIDENT:
         return
+    names = ", ".join(k.name for k in list(resident._RESIDENT))
     stuck = [k.name for k in list(resident._RESIDENT) if not k.halt_quietly(5.0)]
-    names = ", ".join(k.name for k in list(resident._RESIDENT)) or ", ".join(stuck)
     if stuck:
         pytest.exit(f"the loop kernel of {', '.join(stuck)} is still running after its test and would not leave: "
                     "later tests would hang behind it", returncode=3)
