@@ -25,7 +25,8 @@ YIELD_S = 20e-3  # then gives up the core between polls (sched_yield) until this
 NAP_FIRST_S = 50e-6  # then sleeps between polls, doubling from this
 NAP_MAX_S = 1e-3  # ... up to this
 
-PUBLISH_EVERY_ENV = "ARK_PUBLISH_EVERY"  # N: the kernel publishes `done` every Nth iteration (default: every one)
+KERNEL_DEFINES_ENV = "ARK_KERNEL_DEFINES"  # names defined for an A/B of the kernel's own switches (ARK_NO_STOP_LOOK)
+PUBLISH_EVERY_ENV = "ARK_PUBLISH_EVERY"  # N: the kernel publishes `done` every Nth iteration (default: every 16th)
 
 
 class Waited(enum.Enum):
@@ -112,16 +113,18 @@ class ControlBlock:
 
 
 def publish_every_options() -> tuple[str, ...]:
-    """The compile options that set how often the kernel publishes `done`: none (every iteration, loop.cuh's
-    default) unless ARK_PUBLISH_EVERY is set, then -DARK_PUBLISH_EVERY=N (1 <= N < RING)."""
+    """The compile options that set how often the kernel publishes `done`: none (every 16th iteration, loop.cuh's
+    default) unless ARK_PUBLISH_EVERY is set, then -DARK_PUBLISH_EVERY=N (1 <= N < RING); and the names in
+    ARK_KERNEL_DEFINES, for an A/B of the kernel's own switches."""
     value = os.environ.get(PUBLISH_EVERY_ENV)
+    extra = tuple(f"-D{d}" for d in os.environ.get(KERNEL_DEFINES_ENV, "").split() if d.isidentifier())
     if value is None or value == "":
-        return ()
+        return extra
     try:
         n = int(value)
     except ValueError:
         n = 0
     if not 1 <= n < RING:
         raise LoopError(f"{PUBLISH_EVERY_ENV}={value!r}: give a whole number of iterations from 1 to {RING - 1} "
-                        "(1, the default, publishes every iteration), or unset it")
-    return (f"-D{PUBLISH_EVERY_ENV}={n}",)
+                        "(1 publishes every iteration; unset: every 16th)")
+    return (f"-D{PUBLISH_EVERY_ENV}={n}", *extra)

@@ -7,13 +7,15 @@ current CuPy stream and, once PyTorch is imported and has initialized CUDA, PyTo
 its inputs only after what the caller queued before run() has finished, and the host never blocks for it. The
 writes go through the one go stream, in order, so `go` only grows.
 
-"auto" (the default where the GPU can): the stream path, except when the caller's streams and the go stream are all
+"auto": the stream path, except when the caller's streams and the go stream are all
 idle (cudaStreamQuery): then nothing queued needs waiting for and no earlier write is still to land, so the host
 writes the word itself, sparing the GPU's command latency on the round trip.
 
-"host": the host synchronizes the caller's streams, then writes the word itself. Taken where stream memory operations
-cannot run (no driver entry point, the device attribute CAN_USE_64_BIT_STREAM_MEM_OPS is 0, or a write fails, after
-which the go stream's earlier writes are waited for first so `go` still only grows), or when ARK_GO_PATH=host.
+"host" (the default): the host synchronizes the caller's streams, then writes the word itself. Also taken where stream
+memory operations cannot run (no driver entry point, the device attribute CAN_USE_64_BIT_STREAM_MEM_OPS is 0, or a
+write fails, after which the go stream's earlier writes are waited for first so `go` still only grows). The stream
+and auto paths are asked for with ARK_GO_PATH: on an H200 a write queued behind a kernel on the legacy default stream
+never reached the resident kernel (bench/results/h200/runtime_structure/README.md), so they are not the default.
 `GoSignal.path` says which is in use, `GoSignal.reason` why the host path was taken, and `GoSignal.writes` how many
 writes each way went."""
 
@@ -27,7 +29,7 @@ from collections.abc import Callable
 from ark_runtime.runtime.control import ControlBlock
 from ark_runtime.runtime.faults import LoopError
 
-GO_PATH_ENV = "ARK_GO_PATH"  # "auto" (the default, where the GPU can), "stream" or "host"
+GO_PATH_ENV = "ARK_GO_PATH"  # "host" (the default), "auto" or "stream"
 GO_PATHS = ("auto", "stream", "host")
 CAN_USE_64_BIT_STREAM_MEM_OPS = 122  # CUdevice_attribute (CUDA 12); _V1, 93, on the drivers before
 CAN_USE_64_BIT_STREAM_MEM_OPS_V1 = 93
@@ -84,10 +86,10 @@ class StreamMemOps:
 
 
 def wanted_path() -> str:
-    """ARK_GO_PATH, checked: "auto" when unset."""
-    wanted = os.environ.get(GO_PATH_ENV) or "auto"
+    """ARK_GO_PATH, checked: "host" when unset."""
+    wanted = os.environ.get(GO_PATH_ENV) or "host"
     if wanted not in GO_PATHS:
-        raise LoopError(f"{GO_PATH_ENV}={wanted!r}: give one of {', '.join(GO_PATHS)} (or leave it unset: auto)")
+        raise LoopError(f"{GO_PATH_ENV}={wanted!r}: give one of {', '.join(GO_PATHS)} (or leave it unset: host)")
     return wanted
 
 

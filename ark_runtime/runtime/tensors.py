@@ -62,17 +62,35 @@ def _bound(t, given, device_id: int) -> TensorMemory:
     return TensorMemory(span.ptr, given, span.kind)
 
 
+def _in_place(model, a, b) -> bool:
+    """Whether tensors a and b on the same bytes are an in-place elementwise update: one an input that only the
+    elementwise op writing the other reads, at its shape and dtype (each tile then reads its region before writing it;
+    the value carries over to the next iteration)."""
+    from ark_runtime.ops import spec
+
+    for src, out in ((a, b), (b, a)):
+        if src.producer is not None or out.producer is None or (src.shape, src.dtype) != (out.shape, out.dtype):
+            continue
+        op = model.ops[out.producer]
+        readers = [o for o in model.ops if src.id in o.inputs]
+        if (spec(op.kind).elementwise or op.kind == "fused") and readers == [op]:
+            return True
+    return False
+
+
 def overlapping_binds(model, memories: list[TensorMemory], bound: set[str]) -> str | None:
     """Why the bound arrays cannot be used, where two of them share bytes and the kernel writes either (an op's
     output): what one tile writes would change what another reads or writes. Inputs may share memory (tied weights:
-    the kernel only reads them)."""
+    the kernel only reads them), and an elementwise op may write over the one input it alone reads, byte for byte
+    (`_in_place`: state carried from one iteration to the next)."""
     spans = sorted(((memories[t.id].ptr, memories[t.id].ptr + t.nbytes, t) for t in model.tensors
                     if t.name in bound and t.nbytes), key=lambda s: s[:2])
     active: list[tuple[int, int, object]] = []  # spans that reach past the start of the one looked at
     for b0, b1, b in spans:
         active = [a for a in active if a[1] > b0]
         for a0, a1, a in active:
-            if a.producer is not None or b.producer is not None:
+            if (a.producer is not None or b.producer is not None) and not (
+                    (a0, a1) == (b0, b1) and _in_place(model, a, b)):
                 return (f"bind[{a.name!r}] and bind[{b.name!r}] share bytes ({a0:#x}..{a1:#x} and {b0:#x}..{b1:#x}) "
                         f"and the kernel writes {a.name if a.producer is not None else b.name}: bind separate arrays")
         active.append((b0, b1, b))

@@ -246,7 +246,7 @@ def _order_model():
     return m, y.name
 
 
-def test_run_orders_the_kernel_after_a_slow_pytorch_write_without_blocking(gpu):
+def test_run_orders_the_kernel_after_a_slow_pytorch_write(gpu):
     torch = pytest.importorskip("torch")
     from ark_runtime.runtime import Runtime
 
@@ -256,8 +256,8 @@ def test_run_orders_the_kernel_after_a_slow_pytorch_write_without_blocking(gpu):
     tx.fill_(1.0)
     torch.cuda.synchronize()
     with Runtime(m, bind={"x": tx}) as rt:
-        if os.environ.get("ARK_GO_PATH") != "host":
-            assert rt.go_path in ("auto", "stream"), rt.go_path_reason
+        if os.environ.get("ARK_GO_PATH") in ("auto", "stream"):
+            assert rt.go_path == os.environ["ARK_GO_PATH"], rt.go_path_reason
         for value in (2.0, 3.0, 4.0):
             torch.cuda._sleep(int(60e6))  # tens of ms of GPU time on PyTorch's current stream
             tx.fill_(value)  # in place, queued behind the sleep
@@ -302,9 +302,14 @@ def test_run_orders_the_kernel_after_a_slow_cupy_write_on_the_current_stream(gpu
                 assert run_s < 5e-3, f"run() took {run_s * 1e3:.1f} ms: it waited for the caller's stream"
 
 
-@pytest.mark.parametrize("path", ["stream", "host"])
+GPU_ORDERED_HANG = ("on an H200 (2026-11-29) a go written on the GPU behind a kernel on the legacy default stream never "
+                    "reached the resident kernel: the stream and auto paths are not the default until that is understood")
+
+
+@pytest.mark.parametrize("path", ["host", pytest.param("stream", marks=pytest.mark.xfail(run=False, reason=GPU_ORDERED_HANG))])
 def test_each_go_path_when_asked_orders_the_kernel_after_the_callers_work(gpu, monkeypatch, path):
-    """ARK_GO_PATH=stream (every write on the GPU, idle or not) and =host (the host synchronizes, then writes)."""
+    """ARK_GO_PATH=stream (every write on the GPU, idle or not) and =host (the host synchronizes, then writes: the
+    default)."""
     import cupy
 
     from ark_runtime.runtime import Runtime
@@ -328,11 +333,10 @@ def test_each_go_path_when_asked_orders_the_kernel_after_the_callers_work(gpu, m
         assert rt.go_writes == ({"stream": 3, "host": 0} if path == "stream" else {"stream": 0, "host": 3})
 
 
-def test_done_moves_by_one_as_each_iteration_ends(gpu):
+def test_done_moves_by_one_as_each_iteration_ends_when_asked(gpu, monkeypatch):
     from ark_runtime.runtime import Runtime
 
-    if os.environ.get("ARK_PUBLISH_EVERY", "1") not in ("", "1"):
-        pytest.skip("ARK_PUBLISH_EVERY asks the kernel to publish less often")
+    monkeypatch.setenv("ARK_PUBLISH_EVERY", "1")  # the default, 16, publishes every 16th while a run goes on
     m = Model("publish")
     x = m.input("x", (2048, 4096), "fp32")  # 32 MiB: tens of microseconds an iteration
     m.output(m.unary("silu", m.unary("neg", x)))

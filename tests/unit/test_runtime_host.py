@@ -214,7 +214,7 @@ def test_publish_option_refuses_what_is_not_a_count(monkeypatch, bad):
 
 
 def test_the_kernel_builds_with_each_publish_cadence_and_refuses_one_past_the_ring():
-    """loop.cuh's ARK_PUBLISH_EVERY: every iteration by default, 16 when asked (another build), RING refused."""
+    """loop.cuh's ARK_PUBLISH_EVERY: every 16th by default, every one when asked (another build), RING refused."""
     pytest.importorskip("cupy", reason="the gpu extra (CuPy, NVRTC) is not installed")
     from ark_runtime import models
     from ark_runtime.fusion import fuse
@@ -224,10 +224,10 @@ def test_the_kernel_builds_with_each_publish_cadence_and_refuses_one_past_the_ri
 
     m = fuse(models.named("chain64"))
     text = generate(m, build_plan(m, DeviceSpec(num_sms=132))).text
-    every = compile.cubin(text, extra=(f"-I{INCLUDE_DIR}",))
-    sixteen = compile.cubin(text, extra=(f"-I{INCLUDE_DIR}", "-DARK_PUBLISH_EVERY=16"))
+    sixteen = compile.cubin(text, extra=(f"-I{INCLUDE_DIR}",))
+    every = compile.cubin(text, extra=(f"-I{INCLUDE_DIR}", "-DARK_PUBLISH_EVERY=1"))
     assert every[:4] == sixteen[:4] == b"\x7fELF" and every != sixteen
-    assert every == compile.cubin(text, extra=(f"-I{INCLUDE_DIR}", "-DARK_PUBLISH_EVERY=1"))
+    assert sixteen == compile.cubin(text, extra=(f"-I{INCLUDE_DIR}", "-DARK_PUBLISH_EVERY=16"))
     with pytest.raises(compile.CompileError, match="ARK_PUBLISH_EVERY: 1 to RING - 1"):
         compile.cubin(text, extra=(f"-I{INCLUDE_DIR}", f"-DARK_PUBLISH_EVERY={RING}"))
 
@@ -387,7 +387,7 @@ def test_go_path_refuses_an_unknown_choice(monkeypatch, bad):
 
 
 def test_go_path_says_why_not_the_stream(monkeypatch):
-    monkeypatch.delenv(go.GO_PATH_ENV, raising=False)
+    monkeypatch.setenv(go.GO_PATH_ENV, "auto")
 
     def missing():
         raise go.StreamOpsUnavailable("the CUDA driver has no cuStreamWriteValue64")
@@ -408,7 +408,7 @@ def test_the_driver_library_loads_or_says_why_not():
 
 
 def test_go_on_the_stream_waits_for_each_caller_stream_then_writes(monkeypatch):
-    monkeypatch.delenv(go.GO_PATH_ENV, raising=False)
+    monkeypatch.setenv(go.GO_PATH_ENV, "auto")
     cb, ops, cuda = _block(), FakeOps(), FakeCuda(callers=(0, 0x51))
     sig = go.GoSignal(cb, 0, lambda: ops, cuda)
     assert sig.path == "auto" and sig.reason == ""
@@ -423,7 +423,7 @@ def test_go_on_the_stream_waits_for_each_caller_stream_then_writes(monkeypatch):
 def test_go_from_the_host_only_while_every_stream_is_idle(monkeypatch, busy):
     """auto: nothing queued on the caller's streams and no write of go still to land: the host writes it (no GPU
     command latency); any of them busy: the stream write, in GPU order."""
-    monkeypatch.delenv(go.GO_PATH_ENV, raising=False)
+    monkeypatch.setenv(go.GO_PATH_ENV, "auto")
     cb, ops, cuda = _block(), FakeOps(), FakeCuda(callers=(0, 0x51), busy=busy)
     sig = go.GoSignal(cb, 0, lambda: ops, cuda)
     written = len(ops.writes)
@@ -446,7 +446,7 @@ def test_go_always_on_the_stream_when_asked(monkeypatch):
 
 
 def test_a_failed_stream_write_falls_back_to_the_host_for_good(monkeypatch):
-    monkeypatch.delenv(go.GO_PATH_ENV, raising=False)
+    monkeypatch.setenv(go.GO_PATH_ENV, "auto")
     cb, ops, cuda = _block(), FakeOps(rcs=[0, 0, 999]), FakeCuda(callers=(0x51,))
     sig = go.GoSignal(cb, 0, lambda: ops, cuda)
     sig.write(1)
@@ -462,7 +462,7 @@ def test_a_failed_stream_write_falls_back_to_the_host_for_good(monkeypatch):
 
 
 def test_a_failed_first_write_or_ordering_takes_the_host_path(monkeypatch):
-    monkeypatch.delenv(go.GO_PATH_ENV, raising=False)
+    monkeypatch.setenv(go.GO_PATH_ENV, "auto")
     sig = go.GoSignal(_block(), 0, lambda: FakeOps(rcs=[801]), FakeCuda())
     assert sig.path == "host" and "CUDA_ERROR_801" in sig.reason
     cb = _block()
@@ -472,7 +472,7 @@ def test_a_failed_first_write_or_ordering_takes_the_host_path(monkeypatch):
 
 
 def test_a_thread_without_a_current_context_gets_one_and_writes(monkeypatch):
-    monkeypatch.delenv(go.GO_PATH_ENV, raising=False)
+    monkeypatch.setenv(go.GO_PATH_ENV, "auto")
     ops, cuda = FakeOps(rcs=[go.CUDA_ERROR_INVALID_CONTEXT, 0]), FakeCuda()
     sig = go.GoSignal(_block(), 2, lambda: ops, cuda)
     assert sig.path == "auto" and ("set device", 2) in cuda.log and len(ops.writes) == 2
@@ -704,7 +704,7 @@ def test_inside_suspend_runs_are_refused_with_the_reason():
 def test_a_closed_go_signal_holds_its_control_block_while_a_write_is_queued(monkeypatch):
     """A stream write still queued behind the caller's work when the runtime is done would land in memory the pinned
     pool may have handed to the next runtime: the signal (and its block) is kept until the go stream is idle."""
-    monkeypatch.delenv(go.GO_PATH_ENV, raising=False)
+    monkeypatch.setenv(go.GO_PATH_ENV, "auto")
     go._RETIRED.clear()
     cuda = FakeCuda(callers=(0x51,), busy=(0x51,))
     sig = go.GoSignal(_block(), 0, FakeOps, cuda)
@@ -758,3 +758,31 @@ def test_an_overlap_hidden_behind_a_longer_span_is_found():
            TensorMemory(0x1000 + 1024, None, "device")]
     why = overlapping_binds(m, mem, {"big", "small", out.name})
     assert why and "bind['big']" in why and out.name in why
+
+
+def test_an_elementwise_op_may_write_over_the_input_only_it_reads():
+    from ark_runtime.model import Model
+    from ark_runtime.runtime.tensors import TensorMemory, overlapping_binds
+
+    m = Model("flip")
+    s = m.input("s", (4, 8))
+    t = m.unary("neg", s)
+    m.output(t)
+    same = [TensorMemory(0x1000, None, "device"), TensorMemory(0x1000, None, "device")]
+    assert overlapping_binds(m, same, {"s", t.name}) is None  # state carried across iterations
+    shifted = [TensorMemory(0x1000, None, "device"), TensorMemory(0x1010, None, "device")]
+    assert overlapping_binds(m, shifted, {"s", t.name})  # part of it: refused
+    m2 = Model("read-twice")
+    s2 = m2.input("s", (4, 8))
+    t2 = m2.unary("neg", s2)
+    m2.output(t2, m2.unary("exp", s2))  # another op reads s too: it would see the overwritten value
+    assert overlapping_binds(m2, same + [TensorMemory(0x9000, None, "device")], {"s", t2.name})
+
+
+def test_the_host_writes_go_unless_another_path_is_asked_for(monkeypatch):
+    monkeypatch.delenv(go.GO_PATH_ENV, raising=False)
+    assert go.wanted_path() == "host"
+    assert go.stream_ops(0, FakeOps) == (None, f"{go.GO_PATH_ENV}=host")
+    monkeypatch.setenv(go.GO_PATH_ENV, "teleport")
+    with pytest.raises(LoopError, match="ARK_GO_PATH='teleport': give one of auto, stream, host"):
+        go.wanted_path()

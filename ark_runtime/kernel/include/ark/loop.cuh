@@ -4,7 +4,7 @@
  * Launched once, one CTA per SM (a cooperative launch: all CTAs resident). Iteration i runs when the host
  * has raised `go` above i; each CTA plays its stream (wait / run / signal), then stamps and counts its arrival; the
  * last CTA to finish an iteration the host must hear of (the last one asked for, and every PUBLISH_EVERY-th: every
- * one unless ARK_PUBLISH_EVERY says otherwise) publishes it (`done = i + 1`: arrive()). CTAs are not held in step:
+ * 16th unless ARK_PUBLISH_EVERY says otherwise) publishes it (`done = i + 1`: arrive()). CTAs are not held in step:
  * one may run up to RING iterations ahead of the last iteration published, because iteration i's arrivals are
  * counted in slot i % RING (the bound keeps two iterations from sharing a slot). A counter only grows: a tile's
  * counter reads i + 1 once the tile ran in iteration i, so a wait is "counter >= i + delta" and nothing is ever
@@ -192,10 +192,11 @@ __device__ __forceinline__ void signal_counter(const Program& p, int counter) {
 }
 
 /* Iterations between the host's sightings of `done` while a run goes on (the last iteration it asked for is always
- * published at once): every iteration by default, so `done` moves by one as each ends; the runtime passes
- * -DARK_PUBLISH_EVERY=N from the environment variable of that name, to weigh the cost of publishing (below). */
+ * published at once). 16 by default: publishing every iteration (ARK_PUBLISH_EVERY=1, which the runtime passes
+ * from the environment variable of that name) made every arrival an acq_rel read-back, and chain64 5.34 us an
+ * iteration against 4.22 on an H200 (bench/results/h200/runtime_structure/). */
 #ifndef ARK_PUBLISH_EVERY
-#define ARK_PUBLISH_EVERY 1
+#define ARK_PUBLISH_EVERY 16
 #endif
 constexpr unsigned long long PUBLISH_EVERY = ARK_PUBLISH_EVERY;
 static_assert(PUBLISH_EVERY >= 1 && PUBLISH_EVERY < RING, "ARK_PUBLISH_EVERY: 1 to RING - 1 (the ring's pace moves "
@@ -221,7 +222,7 @@ static_assert(PUBLISH_EVERY >= 1 && PUBLISH_EVERY < RING, "ARK_PUBLISH_EVERY: 1 
  * a 5.0 us tile that way, 5.5 with a 4.7 us tile reading back every count, and 4.6 with a 4.3 us tile reading back
  * only the published ones. Inlined: out of line (__noinline__) tasks1000 took 1.82 against 1.88 us an edge and
  * chain64 4.55 against 4.6, but block-s128 44.5 against 43.3 and mlp-b8 100.1 against 99.1 (one H100, two sessions).
- * With PUBLISH_EVERY 1 (the default) every arrival is of the acq_rel kind, so `done` moves as each iteration ends.
+ * With PUBLISH_EVERY 1 every arrival is of the acq_rel kind, so `done` moves as each iteration ends.
  * Returns the stamp (the GPU clock as the CTA arrived), which paces the looks for a stop (stop_between). */
 __device__ __forceinline__ unsigned long long arrive(const Program& p, unsigned long long it, unsigned long long go) {
   const unsigned long long now = arkdma::now_ns();

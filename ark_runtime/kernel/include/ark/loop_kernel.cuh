@@ -71,11 +71,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(c
         __nanosleep(spins < 64 ? 100 : 1000);
       }
       __threadfence();  // what the host and the other CTAs wrote before go is visible to this CTA's loads
-    } else if (threadIdx.x == 0) {
+    }
+#if !ARK_GRAPH_COPIES && !defined(ARK_NO_STOP_LOOK)
+    // Not with graph copies: there the look kept a copy's gated graph from ever running (an H200, 2026-11-29), and
+    // the kernel's graph relaunches every segment_iterations anyway, reading the host's stop each time (relaunch()).
+    else if (threadIdx.x == 0) {
       // go lets this iteration start at once: with iterations queued the CTA may never wait for go, so it looks
       // for a stop here, every ark::STOP_POLL_NS at most (an iteration's cost: the compare, mostly)
       stop = ark::stop_between(p, arrived_ns, next_stop_look);
     }
+#endif
     if (__syncthreads_or(stop)) break;
 #if ARK_GRAPH_COPIES
     if (threadIdx.x == 0) ark::graph_ahead = go > it + 1 && it + 1 < first_it + p.segment_iterations;
