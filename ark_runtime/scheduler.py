@@ -5,11 +5,19 @@ nothing."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from ark_runtime.tiling import Tile
+
+
+def device_family(name: str) -> str:
+    """The GPU's model in a name the driver reports ("NVIDIA H200" -> "H200", "NVIDIA H100 80GB HBM3" -> "H100"): the
+    device a measured table's rows name; the name itself where no model is in it."""
+    found = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Za-z]?)\b", name)
+    return found.group(1) if found else name
 
 
 @dataclass(frozen=True)

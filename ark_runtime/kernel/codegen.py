@@ -20,9 +20,13 @@ from ark_runtime.ops.fused import step_call
 from ark_runtime.plan import Plan
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
-HEADERS = ("numeric.cuh", "elementwise.cuh", "rows.cuh", "matmul.cuh", "matmul_sm90.cuh", "gemv.cuh", "gemv_mma.cuh",
-           "attention.cuh", "copy.cuh", "loop.cuh")
-DIGESTED = (*HEADERS, "codes.h", "loop_kernel.cuh")  # every file a kernel's text includes: their digest keys the cache
+CORE_HEADERS = ("numeric.cuh", "elementwise.cuh", "rows.cuh", "matmul.cuh", "matmul_sm90.cuh", "gemv.cuh",
+                "gemv_mma.cuh", "attention.cuh", "copy.cuh", "loop.cuh")
+LOOP_HEADER = "loop_kernel.cuh"  # included last, after namespace gen
+# every op template: the core ones in order, then any other header of the folder (a new op's), by name
+HEADERS = (*CORE_HEADERS, *sorted(p.name for p in (INCLUDE_DIR / "ark").glob("*.cuh")
+                                  if p.name not in CORE_HEADERS and p.name != LOOP_HEADER))
+DIGESTED = (*HEADERS, "codes.h", LOOP_HEADER)  # every file a kernel's text includes: their digest keys the cache
 CTYPE = {"fp32": "float", "fp16": "__half", "bf16": "__nv_bfloat16", "int32": "int"}
 THREADS = 256
 MAX_SHARED_TENSORS = 2048  # tensor addresses the kernel keeps in shared memory (16 KiB); more are read from global

@@ -32,7 +32,7 @@ from ark_runtime.runtime.go import GoSignal
 from ark_runtime.runtime.graph_copies import GRAPH_AHEAD_ENV, CopyGraphs, gate_fits, open_gates
 from ark_runtime.runtime.resident import INTERRUPT_GRACE_S, STOP_GRACE_S, ResidentKernel, others_resident
 from ark_runtime.runtime.tensors import overlapping_binds, tensor_memory
-from ark_runtime.scheduler import PLACEMENTS, DeviceSpec
+from ark_runtime.scheduler import PLACEMENTS, DeviceSpec, device_family
 from ark_runtime.tiling import switched_off
 
 
@@ -122,7 +122,7 @@ class Runtime:
             raise LoopError(f"sms={sms!r}: this GPU has {props['multiProcessorCount']} SMs; give 1..that many")
         self.device_name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         hopper = cupy.cuda.Device().compute_capability == "90"  # wgmma: sm_90a only
-        self._spec = DeviceSpec(num_sms=num_sms, wgmma=hopper)
+        self._spec = DeviceSpec(name=device_family(self.device_name), num_sms=num_sms, wgmma=hopper)
         self._options = LowerOptions(fuse_chains=fuse_chains, split_k=split_k, placement=placement)
         self.graph_ahead = False  # graph copies launched ahead, held at a gate (_start; copy.cuh)
         self._paths_by_name, self._dma = choose_copy_paths(model, engine, copy_path)
