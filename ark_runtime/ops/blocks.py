@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from ark_runtime.graph import DTYPE_BYTES, Tensor
+from ark_runtime.ops.spec import OpSpec
 from ark_runtime.tiling import Region, chunks, count
 
 MIN_TILE_ELEMENTS = 2048
@@ -98,3 +99,23 @@ def row_variant(template: str, op, model, device) -> dict:
 def row_smem(e) -> None:
     """The shared memory every row-wise template takes (checked against rows.cuh)."""
     e.need_smem(ROW_SMEM, f"static_assert(ark::ROW_SMEM <= {ROW_SMEM}, \"ark_runtime/ops/blocks.py's ROW_SMEM\");")
+
+
+class RowSpec(OpSpec):
+    """An op over whole rows of its first input (rows.cuh): row blocks as tiles, a thread team per row. A subclass
+    names its `template` and writes build, reference and the call (`row_call`)."""
+
+    template: str = ""
+
+    def variant(self, model, op, device) -> dict:
+        return row_variant(self.template, op, model, device)
+
+    def tiles(self, tm, op, v: dict) -> None:
+        row_tiles(tm)
+
+    def emit(self, e, op, v: dict) -> str:
+        row_smem(e)
+        return self.row_call(e, op, v, e.tensor(op.inputs[0]), e.tensor(op.output))
+
+    def row_call(self, e, op, v: dict, x, out) -> str:
+        raise NotImplementedError

@@ -21,6 +21,15 @@ def apply_steps(steps, ins: list[np.ndarray]) -> np.ndarray:
     return values[-1]
 
 
+def apply_epilogue(steps, value: np.ndarray, extras: list[np.ndarray]) -> np.ndarray:
+    """An op's fused elementwise steps (fusion.py) on its result: ("in", 0) is the result, ("in", j) extras[j - 1] (each
+    of the result's size reshaped to it; others broadcast)."""
+    if not steps:
+        return value
+    ins = [value] + [e.reshape(value.shape) if e.size == value.size else e for e in extras]
+    return apply_steps(steps, ins)
+
+
 def step_call(fn: str, refs: list[tuple], index: str, mix: str = "") -> str:
     """One step's call: operand ("in", j) is a{j}, ("step", k) is s{k}, each followed by `index`. With `mix` (the
     element's place among a thread's), a unary step shares its exponentials between the SFU and the FMA pipes

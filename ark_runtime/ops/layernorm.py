@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from ark_runtime.graph import Op, Tensor
-from ark_runtime.ops.blocks import row_smem, row_tiles, row_variant
-from ark_runtime.ops.spec import Built, OpSpec, arity, eps_value, no_attrs, norm_params
+from ark_runtime.ops.blocks import RowSpec
+from ark_runtime.ops.spec import Built, arity, eps_value, no_attrs, norm_params
 
 
-class LayerNorm(OpSpec):
+class LayerNorm(RowSpec):
     kind = "layernorm"
+    template = "norm_rows"
 
     def build(self, fn: str, inputs: tuple[Tensor, ...], attrs: dict) -> Built:
         arity("layernorm", inputs, 3)
@@ -24,15 +25,7 @@ class LayerNorm(OpSpec):
         var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
         return (x - mu) / np.sqrt(var + op.attr("eps")) * w + b
 
-    def variant(self, model, op: Op, device) -> dict:
-        return row_variant("norm_rows", op, model, device)
-
-    def tiles(self, tm, op: Op, v: dict) -> None:
-        row_tiles(tm)
-
-    def emit(self, e, op: Op, v: dict) -> str:
-        row_smem(e)
-        out, x = e.tensor(op.output), e.tensor(op.inputs[0])
+    def row_call(self, e, op: Op, v: dict, x, out) -> str:
         w, b = (e.ptr(i) for i in op.inputs[1:])
         return (f"ark::norm_rows<{e.ctype(out)}, true, {x.cols}, {v['team']}>({e.ptr(x.id)}, {w}, {b}, "
                 f"{e.ptr(out.id, const=False)}, {op.attr('eps')!r}f, r0, r1, smem);")

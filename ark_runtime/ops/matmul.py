@@ -314,12 +314,7 @@ class Matmul(OpSpec):
             kp = b.shape[0] // op.attr("k_splits")
             return np.concatenate([a[:, s * kp:(s + 1) * kp] @ b[s * kp:(s + 1) * kp]
                                    for s in range(op.attr("k_splits"))])
-        value = args[0] @ args[1]
-        steps = op.attr("epilogue")
-        if not steps:
-            return value
-        extras = [e.reshape(value.shape) if e.size == value.size else e for e in args[2:]]
-        return fused.apply_steps(steps, [value, *extras])
+        return fused.apply_epilogue(op.attr("epilogue"), args[0] @ args[1], args[2:])
 
     def variant(self, model, op: Op, device) -> dict:
         a, b = (model.tensors[i] for i in op.inputs[:2])

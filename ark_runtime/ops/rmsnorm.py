@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from ark_runtime.graph import Op, Tensor
-from ark_runtime.ops.blocks import row_smem, row_tiles, row_variant
-from ark_runtime.ops.spec import Built, OpSpec, arity, eps_value, no_attrs, norm_params
+from ark_runtime.ops.blocks import RowSpec
+from ark_runtime.ops.spec import Built, arity, eps_value, no_attrs, norm_params
 
 
-class RmsNorm(OpSpec):
+class RmsNorm(RowSpec):
     kind = "rmsnorm"
+    template = "norm_rows"
 
     def build(self, fn: str, inputs: tuple[Tensor, ...], attrs: dict) -> Built:
         arity("rmsnorm", inputs, 2)
@@ -22,15 +23,7 @@ class RmsNorm(OpSpec):
         x, w = args
         return x / np.sqrt((x ** 2).mean(axis=-1, keepdims=True) + op.attr("eps")) * w
 
-    def variant(self, model, op: Op, device) -> dict:
-        return row_variant("norm_rows", op, model, device)
-
-    def tiles(self, tm, op: Op, v: dict) -> None:
-        row_tiles(tm)
-
-    def emit(self, e, op: Op, v: dict) -> str:
-        row_smem(e)
-        out, x = e.tensor(op.output), e.tensor(op.inputs[0])
+    def row_call(self, e, op: Op, v: dict, x, out) -> str:
         return (f"ark::norm_rows<{e.ctype(out)}, false, {x.cols}, {v['team']}>({e.ptr(x.id)}, {e.ptr(op.inputs[1])}, "
                 f"nullptr, {e.ptr(out.id, const=False)}, {op.attr('eps')!r}f, r0, r1, smem);")
 

@@ -18,12 +18,8 @@ class SplitSum(OpSpec):
 
     def reference(self, op: Op, args: list[np.ndarray]) -> np.ndarray:
         parts = op.attr("k_splits")
-        value = args[0].reshape(parts, -1, args[0].shape[-1]).sum(axis=0)
-        steps = op.attr("epilogue")
-        if not steps:
-            return value
-        extras = [e.reshape(value.shape) if e.size == value.size else e for e in args[1:]]
-        return fused.apply_steps(steps, [value, *extras])
+        return fused.apply_epilogue(op.attr("epilogue"), args[0].reshape(parts, -1, args[0].shape[-1]).sum(axis=0),
+                                    args[1:])
 
     def variant(self, model, op: Op, device) -> dict:
         return {"template": "split_sum_tile", "parts": op.attr("k_splits")}
