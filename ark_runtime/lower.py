@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from ark_runtime import lower_cache
 from ark_runtime.fusion import fuse
 from ark_runtime.kernel.codegen import KernelSource, generate
+from ark_runtime.kernel.program import ProgramArrays, build_program
 from ark_runtime.model import Model, ModelError
 from ark_runtime.plan import Plan, PlanError, build_plan
 from ark_runtime.scheduler import PLACEMENTS, DeviceSpec
@@ -65,6 +66,7 @@ class Lowered:
     plan: Plan
     source: KernelSource
     copy_paths: dict[int, str] = field(default_factory=dict)  # per copy op of `model`: "sm", "engine" or "graph"
+    program: ProgramArrays | None = None  # the plan's streams as the kernel's instruction arrays (kernel/program.py)
 
     @property
     def graph_ops(self) -> list[int]:
@@ -116,4 +118,4 @@ def _lower(model: Model, device: DeviceSpec, options: LowerOptions) -> Lowered:
         source = generate(runs, plan, graph_copies=any(p == "graph" for p in paths.values()))
     except (PlanError, ModelError) as exc:
         raise LowerError(str(exc)) from None
-    return Lowered(model, runs, device, options, plan, source, paths)
+    return Lowered(model, runs, device, options, plan, source, paths, build_program(plan, source.op_cases))

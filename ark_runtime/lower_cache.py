@@ -18,7 +18,7 @@ from ark_runtime.tiling import OFF
 
 ENV = "ARK_LOWER_CACHE"
 ROOT = Path(__file__).resolve().parent
-FORMAT = 1
+FORMAT = 2  # 2: Lowered holds the program arrays
 
 
 def folder() -> Path | None:

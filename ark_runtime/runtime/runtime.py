@@ -17,7 +17,7 @@ import numpy as np
 from ark_runtime.host_values import from_bits, to_bits
 from ark_runtime.kernel.codegen import INCLUDE_DIR, THREADS, tensor_maps_at
 from ark_runtime.kernel.codes import FINISHED_WORDS, GRAPH_POOL, GRAPH_WORDS, RING
-from ark_runtime.kernel.program import build_program, tensor_words
+from ark_runtime.kernel.program import tensor_words
 from ark_runtime.kernel.records import PROGRAM_DTYPE, expected_offsets
 from ark_runtime.ops.matmul import SM90_TMA_ENV
 from ark_runtime.lower import SPLIT_K_ENV, LowerError, LowerOptions, lower
@@ -202,7 +202,7 @@ class Runtime:
 
     def _launch(self, budget_s: float, gate) -> None:
         cupy = self._cupy
-        prog = build_program(self.plan, self.source.op_cases)
+        prog = self.lowered.program  # made with the plan (and cached with it)
         dev = lambda a: cupy.asarray(np.ascontiguousarray(a))  # noqa: E731
         self._arrays = {
             "ins": dev(prog.ins), "stream_start": dev(prog.stream_start), "members": dev(prog.members),

@@ -148,3 +148,12 @@ def test_an_unwritable_cache_is_skipped(tmp_path, monkeypatch):
     blocker.write_text("")
     monkeypatch.setenv(lower_cache.ENV, str(blocker / "below"))
     assert lower(_chain(), SMALL).plan.tiles
+
+
+def test_the_program_arrays_come_with_the_plan():
+    from ark_runtime.kernel.program import build_program
+
+    lw = lower(models.named("block-s128"), DeviceSpec(num_sms=132))
+    again = build_program(lw.plan, lw.source.op_cases)
+    assert (lw.program.ins == again.ins).all() and (lw.program.stream_start == again.stream_start).all()
+    assert (lw.program.members == again.members).all() and lw.program.num_counters == again.num_counters
