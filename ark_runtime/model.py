@@ -128,10 +128,12 @@ class Model:
         """a [..., M, K] @ b [K, N] -> [..., M, N], fp32 accumulation."""
         return self.op("matmul", a, b)
 
-    def attention(self, q: Tensor, k: Tensor, v: Tensor, heads: int, causal: bool = True) -> Tensor:
-        """softmax(q k^T / sqrt(D)) v per head (prefill, flash-style), causal by default. q, k, v are
-        [..., S, heads * D] as the projections make them; the result has the same shape."""
-        return self.op("attention", q, k, v, heads=heads, causal=causal)
+    def attention(self, q: Tensor, k: Tensor, v: Tensor, heads: int, causal: bool = True,
+                  kv_heads: int | None = None) -> Tensor:
+        """softmax(q k^T / sqrt(D)) v per head (flash-style), causal by default. q is [..., Sq, heads * D], k and v
+        [..., Skv, kv_heads * D] (kv_heads, default heads, divides heads: grouped-query attention), as the
+        projections make them; with Sq < Skv the queries are the last Sq positions. The result is q's shape."""
+        return self.op("attention", q, k, v, heads=heads, causal=causal, **({} if kv_heads is None else {"kv_heads": kv_heads}))
 
     def rope(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         """Rotary embedding of x [..., S, D] with cos/sin [S, D/2]."""

@@ -1,6 +1,9 @@
-"""Causal or bidirectional attention per head, flash-style (attention.cuh): softmax(q k^T / sqrt(D)) v, with q, k, v
-[..., S, heads * D] as the projections make them. Tensor cores for bf16/fp16 (attention_tile), a scalar tile for
-fp32 (attention_tile_scalar); queries per tile (bq) chosen to fill the SMs."""
+"""Causal or bidirectional attention per head, flash-style (attention.cuh): softmax(q k^T / sqrt(D)) v, with q
+[..., Sq, heads * D] and k, v [..., Skv, kv_heads * D] as the projections make them. Grouped-query attention:
+kv_heads divides heads, and query head h reads key/value head h // (heads / kv_heads). Sq may be below Skv: the
+queries are the last Sq positions (a prefill after a cached prefix, a decode step), so when causal query i sees keys
+0 .. i + Skv - Sq. Tensor cores for bf16/fp16 (attention_tile), a scalar tile for fp32 (attention_tile_scalar);
+queries per tile (bq) chosen to fill the SMs."""
 
 from __future__ import annotations
 
@@ -72,20 +75,23 @@ def attention_smem(dtype: str, d: int, bq: int) -> int:
     return AttentionShape(d, bq).smem
 
 
-def reference_attention(q, k, v, heads: int, causal: bool):
-    """Per head, each query over keys 0..i (causal) or all: only those key and value rows are touched."""
-    s, e = q.shape[-2], q.shape[-1]
-    d = e // heads
-    q2, k2, v2 = (t.reshape(-1, s, e) for t in (q, k, v))
+def reference_attention(q, k, v, heads: int, causal: bool, kv_heads: int | None = None):
+    """Per head, each query over keys 0..i + Skv - Sq (causal) or all: only those key and value rows are touched."""
+    kv_heads = kv_heads or heads
+    sq, e = q.shape[-2], q.shape[-1]
+    skv = k.shape[-2]
+    d, group, off = e // heads, heads // kv_heads, skv - sq
+    q2 = q.reshape(-1, sq, e)
+    k2, v2 = (t.reshape(-1, skv, kv_heads * d) for t in (k, v))
     out = np.empty_like(q2)
     for b in range(q2.shape[0]):
         for h in range(heads):
-            cols = slice(h * d, (h + 1) * d)
-            for i in range(s):
-                n = i + 1 if causal else s
-                scores = k2[b, :n, cols] @ q2[b, i, cols] / math.sqrt(d)
+            cols, kv_cols = slice(h * d, (h + 1) * d), slice(h // group * d, (h // group + 1) * d)
+            for i in range(sq):
+                n = i + 1 + off if causal else skv
+                scores = k2[b, :n, kv_cols] @ q2[b, i, cols] / math.sqrt(d)
                 w = np.exp(scores - scores.max())
-                out[b, i, cols] = (w / w.sum()) @ v2[b, :n, cols]
+                out[b, i, cols] = (w / w.sum()) @ v2[b, :n, kv_cols]
     return out.reshape(q.shape)
 
 
@@ -94,24 +100,37 @@ class Attention(OpSpec):
 
     def build(self, fn: str, inputs: tuple[Tensor, ...], attrs: dict) -> Built:
         arity("attention", inputs, 3)
-        no_attrs("attention", attrs, ("heads", "causal"))
+        no_attrs("attention", attrs, ("heads", "kv_heads", "causal"))
         q, k, v = inputs
         require_float("attention", q)
         same_dtype("attention", q, k)
         same_dtype("attention", q, v)
-        if len(q.shape) < 2 or q.shape != k.shape or q.shape != v.shape:
-            raise ModelError(f"attention: q, k, v must share one [..., S, E] shape, not {q.shape}, {k.shape}, "
-                             f"{v.shape}")
         heads = attrs.get("heads")
-        if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1 or q.shape[-1] % heads:
-            raise ModelError(f"attention: heads={heads!r} must be a positive int dividing E={q.shape[-1]}")
-        if q.shape[-1] // heads > MAX_HEAD_DIM:
-            raise ModelError(f"attention: head dimension {q.shape[-1] // heads} is above the kernel's {MAX_HEAD_DIM}; "
-                             "use more heads")
-        return Built(q.shape, q.dtype, {"heads": heads, "causal": bool(attrs.get("causal", True))})
+        if len(q.shape) < 2 or isinstance(heads, bool) or not isinstance(heads, int) or heads < 1 \
+                or q.shape[-1] % heads:
+            raise ModelError(f"attention: q must be [..., S, heads * D] and heads={heads!r} a positive int dividing "
+                             f"its last axis ({q.shape})")
+        kv_heads = attrs.get("kv_heads", heads)
+        if isinstance(kv_heads, bool) or not isinstance(kv_heads, int) or kv_heads < 1 or heads % kv_heads:
+            raise ModelError(f"attention: kv_heads={kv_heads!r} must be a positive int dividing heads={heads}")
+        d = q.shape[-1] // heads
+        want = q.shape[:-2] + ("Skv", kv_heads * d)
+        if k.shape != v.shape or len(k.shape) != len(q.shape) or k.shape[:-2] != q.shape[:-2] \
+                or k.shape[-1] != kv_heads * d:
+            raise ModelError(f"attention: k and v must both be {list(want)} for q {q.shape} with {heads} heads of "
+                             f"{d} and {kv_heads} key/value heads, not {k.shape} and {v.shape}")
+        causal = bool(attrs.get("causal", True))
+        if causal and q.shape[-2] > k.shape[-2]:
+            raise ModelError(f"attention: causal with {q.shape[-2]} queries but {k.shape[-2]} keys; the queries are the "
+                             "last positions of the keys, so there can be no more of them")
+        if d > MAX_HEAD_DIM:
+            raise ModelError(f"attention: head dimension {d} is above the kernel's {MAX_HEAD_DIM}; use more heads")
+        extra = {"kv_heads": kv_heads} if kv_heads != heads else {}
+        return Built(q.shape, q.dtype, {"heads": heads, "causal": causal, **extra})
 
     def reference(self, op: Op, args: list[np.ndarray]) -> np.ndarray:
-        return reference_attention(*args, heads=op.attr("heads"), causal=op.attr("causal", True))
+        return reference_attention(*args, heads=op.attr("heads"), causal=op.attr("causal", True),
+                                   kv_heads=op.attr("kv_heads"))
 
     def variant(self, model, op: Op, device) -> dict:
         q = model.tensors[op.inputs[0]]
@@ -123,39 +142,47 @@ class Attention(OpSpec):
 
     def tiles(self, tm, op: Op, v: dict) -> None:
         q, k, val = tm.ins
-        s = q.shape[-2]
+        s, skv = q.shape[-2], k.shape[-2]
         heads, causal, d, bq = op.attr("heads"), op.attr("causal", True), v["head_dim"], v["queries"]
+        group, off = heads // (op.attr("kv_heads") or heads), skv - s
         # causal: the query blocks with the most keys first, across every head and sequence, so that the schedule
         # (list scheduling in tile order) deals the longest tiles out first and fills in with the short ones
         blocks = chunks(s, bq)
         for q0, q1 in (reversed(blocks) if causal else blocks):
             for b in range(q.rows // s):
                 for h in range(heads):
-                    kv_end = q1 if causal else s
-                    base, c0, c1 = b * s, h * d, (h + 1) * d
-                    reads = [Region(q.id, base + q0, base + q1, c0, c1), Region(k.id, base, base + kv_end, c0, c1),
-                             Region(val.id, base, base + kv_end, c0, c1)]
+                    kv_end = q1 + off if causal else skv
+                    base, base_kv, c0, c1 = b * s, b * skv, h * d, (h + 1) * d
+                    k0, k1 = h // group * d, (h // group + 1) * d
+                    reads = [Region(q.id, base + q0, base + q1, c0, c1),
+                             Region(k.id, base_kv, base_kv + kv_end, k0, k1),
+                             Region(val.id, base_kv, base_kv + kv_end, k0, k1)]
                     tm.add(base + q0, base + q1, c0, c1, reads, ((q1 - q0) * 2 + 2 * kv_end) * d * tm.esize,
                            4 * (q1 - q0) * kv_end * d)
 
     def emit(self, e, op: Op, v: dict) -> str:
-        out, q = e.tensor(op.output), e.tensor(op.inputs[0])
+        out, q, k = e.tensor(op.output), e.tensor(op.inputs[0]), e.tensor(op.inputs[1])
         seq, width, d, bq, smem = q.shape[-2], q.shape[-1], v["head_dim"], v["queries"], v["smem"]
+        seq_kv, width_kv = k.shape[-2], k.shape[-1]
+        group = op.attr("heads") // (op.attr("kv_heads") or op.attr("heads"))
         ct = e.ctype(out)
         x = [e.ptr(i) for i in op.inputs]
         o = e.ptr(out.id, const=False)
         causal = "true" if op.attr("causal", True) else "false"
-        base = f"const int base = r0 / {seq} * {seq};"  # the tile's (batch) first row; its queries from there
+        # the tile's (batch) first row and its first key row; its queries from there; its key/value head's columns
+        base = (f"const int base = r0 / {seq} * {seq}, base_kv = r0 / {seq} * {seq_kv}, "
+                f"col0_kv = c0 / {d} / {group} * {d};")
+        kv = f"base_kv, r0 - base, r1 - base, c0, col0_kv, {seq_kv - seq}"
         if out.dtype == "fp32":  # the scalar tile
             e.need_smem(smem, f"static_assert(ark::attention_scalar_smem<{d}>() == {smem}, \"attention.py's "
                               "attention_smem\");")
-            return (f"{{ {base} ark::attention_tile_scalar<{ct}, {d}, {causal}>({x[0]}, {x[1]}, {x[2]}, {o}, {seq}, "
-                    f"{width}, base, r0 - base, r1 - base, c0, smem); }}")
+            return (f"{{ {base} ark::attention_tile_scalar<{ct}, {d}, {causal}>({x[0]}, {x[1]}, {x[2]}, {o}, {seq_kv}, "
+                    f"{width}, {width_kv}, base, {kv}, smem); }}")
         e.need_smem(smem, f"static_assert(ark::attention_smem<{ct}, {d}, {bq}>() == {smem}, \"attention.py's "
                           "attention_smem\");")
         vec = "true" if d % 8 == 0 else "false"  # 16-byte pieces of each head's rows (E = heads x d)
-        return (f"{{ {base} ark::attention_tile<{ct}, {d}, {bq}, {causal}, {vec}, {width}>({x[0]}, {x[1]}, {x[2]}, "
-                f"{o}, {seq}, base, r0 - base, r1 - base, c0, smem); }}")
+        return (f"{{ {base} ark::attention_tile<{ct}, {d}, {bq}, {causal}, {vec}, {width}, {width_kv}>({x[0]}, {x[1]}, "
+                f"{x[2]}, {o}, {seq_kv}, base, {kv}, smem); }}")
 
 
 SPEC = Attention()

@@ -1,6 +1,9 @@
-/* Attention tiles, flash-style: the queries [q0, q1) of one (batch, head) against keys [0, kv_end) (kv_end = q1
- * when causal, else seq), with a running max and sum per query (online softmax), so the scores are never
- * stored.
+/* Attention tiles, flash-style: the queries [q0, q1) of one (batch, head) against keys [0, kv_end) of that head's
+ * key/value head (kv_end = q1 + off when causal, else seq_kv), with a running max and sum per query (online
+ * softmax), so the scores are never stored. Query i sees keys up to i + off when causal: off = seq_kv - seq_q puts
+ * the queries at the end of the keys (a prefill after a cached prefix, a decode step), 0 when they are the same
+ * rows. Grouped-query attention: several query heads read one key/value head (col0_kv), and K and V rows are EKV
+ * elements wide where Q's and the output's are E.
  *
  * bf16/fp16 (`attention_tile`): tensor cores (mma.sync m16n8k16, fp32 accumulation). A tile of BQ queries (16, 32
  * or 64; tiling.py picks it) has G = BQ / 16 groups of 16 query rows; the CTA's 8 warps are G groups x S = 8 / G
@@ -147,13 +150,14 @@ __device__ __forceinline__ void load_rows(T* dst, const T* src, int base, int r_
 
 }  // namespace attn
 
-template <typename T, int D, int BQ, bool CAUSAL, bool VEC, int E>
-__device__ __noinline__ void attention_tile(const T* q, const T* k, const T* v, T* out, int seq, int base, int q0,
-                                           int q1, int col0, unsigned char* smem) {
+template <typename T, int D, int BQ, bool CAUSAL, bool VEC, int E, int EKV>
+__device__ __noinline__ void attention_tile(const T* q, const T* k, const T* v, T* out, int seq_kv, int base,
+                                           int base_kv, int q0, int q1, int col0, int col0_kv, int off,
+                                           unsigned char* smem) {
   using A = AttnShape<D, BQ>;
   constexpr int DP = A::DP, LD = A::LD, G = A::G, KW = A::KW, KB = A::KB, DC = A::DC, STAGES = A::STAGES;
   constexpr int NT = KW / 8;  // score n-tiles (8 keys each) per warp per stage
-  static_assert(!VEC || D % 8 == 0, "16-byte pieces of a head's rows");
+  static_assert(!VEC || (D % 8 == 0 && EKV % 8 == 0), "16-byte pieces of a head's rows");
   T* sq = (T*)smem;
   T* skv = (T*)(smem + A::Q_BYTES);                          // stage b: K at skv + b * 2 * KB * LD, V after it
   float* so = (float*)(smem + A::Q_BYTES);                   // after a pass: O of warp w, row r at (w * 16 + r) * DCP
@@ -162,7 +166,7 @@ __device__ __noinline__ void attention_tile(const T* q, const T* k, const T* v, 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int grp = warp % G, split = warp / G;
   const int g = lane >> 2, t = lane & 3;  // the fragments' groupID and thread-in-group
-  const int kv_end = CAUSAL ? q1 : seq;
+  const int kv_end = CAUSAL ? min(q1 + off, seq_kv) : seq_kv;
   const int stages = (kv_end + KB - 1) / KB;
   const int qf = q0 + grp * 16;  // this warp's first query (relative to the head's first row)
   const int ql = min(qf + 15, q1 - 1);  // and its last real one (below qf when the group is past q1)
@@ -170,8 +174,8 @@ __device__ __noinline__ void attention_tile(const T* q, const T* k, const T* v, 
 
   auto load_stage = [&](int s, int b) {
     T* dk = skv + b * 2 * KB * LD;
-    attn::load_rows<T, E, KB, D, DP, LD, VEC>(dk, k, base, s * KB, kv_end, col0, tid);
-    attn::load_rows<T, E, KB, D, DP, LD, VEC>(dk + KB * LD, v, base, s * KB, kv_end, col0, tid);
+    attn::load_rows<T, EKV, KB, D, DP, LD, VEC>(dk, k, base_kv, s * KB, kv_end, col0_kv, tid);
+    attn::load_rows<T, EKV, KB, D, DP, LD, VEC>(dk + KB * LD, v, base_kv, s * KB, kv_end, col0_kv, tid);
   };
 
   attn::load_rows<T, E, BQ, D, DP, LD, VEC>(sq, q, base, q0, q1, col0, tid);
@@ -207,7 +211,7 @@ __device__ __noinline__ void attention_tile(const T* q, const T* k, const T* v, 
       const T* sk = skv + (s % STAGES) * 2 * KB * LD;
       const T* sv = sk + KB * LD;
       const int key0 = s * KB + split * KW;  // this warp's first key of the stage
-      if (key0 < kv_end && (!CAUSAL || key0 <= ql) && qf < q1) {
+      if (key0 < kv_end && (!CAUSAL || key0 <= ql + off) && qf < q1) {
         // S = Q K^T: NT n-tiles of 8 keys, c[j] = rows g, g (cols 2t, 2t+1), then g + 8, g + 8
         float sc[NT][4];
 #pragma unroll
@@ -230,14 +234,14 @@ __device__ __noinline__ void attention_tile(const T* q, const T* k, const T* v, 
             attn::mma<T>(sc[j + 1], a, b[2], b[3]);
           }
         }
-        // masks: keys at or past kv_end; when causal, keys after the row's query
-        if (key0 + KW > kv_end || (CAUSAL && key0 + KW - 1 > qf)) {
+        // masks: keys at or past kv_end; when causal, keys after the row's query (shifted by off)
+        if (key0 + KW > kv_end || (CAUSAL && key0 + KW - 1 > qf + off)) {
 #pragma unroll
           for (int j = 0; j < NT; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               const int key = key0 + j * 8 + 2 * t + (e & 1), row = qf + g + (e >> 1) * 8;
-              if (key >= kv_end || (CAUSAL && key > row)) sc[j][e] = -ARK_INF;
+              if (key >= kv_end || (CAUSAL && key > row + off)) sc[j][e] = -ARK_INF;
             }
         }
         // online softmax, per row (the quad of lanes 4g .. 4g + 3 holds a row's KW scores)
@@ -365,15 +369,16 @@ __host__ __device__ constexpr int attention_scalar_smem() {
 }
 
 template <typename T, int D, bool CAUSAL>
-__device__ void attention_tile_scalar(const T* q, const T* k, const T* v, T* out, int seq, int cols, int base, int q0,
-                                      int q1, int col0, unsigned char* smem) {
+__device__ void attention_tile_scalar(const T* q, const T* k, const T* v, T* out, int seq_kv, int cols, int cols_kv,
+                                      int base, int base_kv, int q0, int q1, int col0, int col0_kv, int off,
+                                      unsigned char* smem) {
   constexpr int P = (D + 31) / 32;  // output columns per lane
   float* sk = (float*)smem;
   float* sv = sk + KB * (D + 1);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
   float* sq = sv + KB * (D + 1) + warp * D;
   const float scale = rsqrtf((float)D);
-  const int kv_end = CAUSAL ? q1 : seq;
+  const int kv_end = CAUSAL ? min(q1 + off, seq_kv) : seq_kv;
   const int rows_per_warp = (q1 - q0 + warps - 1) / warps;
   float m[4], l[4], acc[4][P];  // up to four query rows per warp at a time
   for (int pass = 0; pass < rows_per_warp; pass += 4) {
@@ -389,7 +394,7 @@ __device__ void attention_tile_scalar(const T* q, const T* k, const T* v, T* out
       for (int i = threadIdx.x; i < KB * D; i += blockDim.x) {
         const int r = i / D, c = i % D;
         const bool in = kb + r < kv_end;
-        const long long g = (long long)(base + kb + r) * cols + col0 + c;
+        const long long g = (long long)(base_kv + kb + r) * cols_kv + col0_kv + c;
         sk[r * (D + 1) + c] = in ? ld(k, g) : 0.0f;
         sv[r * (D + 1) + c] = in ? ld(v, g) : 0.0f;
       }
@@ -398,12 +403,12 @@ __device__ void attention_tile_scalar(const T* q, const T* k, const T* v, T* out
       for (int j = 0; j < 4; ++j) {
         const int qi = q0 + warp + (pass + j) * warps;  // this warp's row
         if (pass + j >= rows_per_warp || qi >= q1) continue;
-        if (CAUSAL && kb > qi) continue;
+        if (CAUSAL && kb > qi + off) continue;
         for (int c = lane; c < D; c += 32) sq[c] = ld(q, (long long)(base + qi) * cols + col0 + c) * scale;
         __syncwarp();
         const int key = kb + lane;
         float s = -ARK_INF;
-        if (key < kv_end && (!CAUSAL || key <= qi)) {
+        if (key < kv_end && (!CAUSAL || key <= qi + off)) {
           s = 0.0f;
 #pragma unroll 16
           for (int c = 0; c < D; ++c) s += sq[c] * sk[lane * (D + 1) + c];
