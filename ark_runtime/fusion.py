@@ -93,7 +93,8 @@ def fuse(model: Model) -> Model:
             steps, ext = _steps(group, {}, first_in=0)
             inputs = tuple(new_id[i] for i in ext)
             kind, fn, attrs = "fused", "fused", (("steps", tuple(steps)),)
-        t = out._tensor(last.name, last.shape, last.dtype, last.placement, len(out.ops))
+        t = out._tensor(last.name, last.shape, last.dtype, last.placement, len(out.ops),
+                        None if last.alias is None else new_id[last.alias])
         out.ops.append(Op(len(out.ops), kind, fn, inputs, t.id, attrs))
         new_id[last.id] = t.id
     out.outputs = [new_id[t] for t in model.outputs]
@@ -105,6 +106,7 @@ def inputs_of(model: Model) -> tuple[Model, dict[int, int]]:
     rewrite pass (fusion, split_k.py) starts."""
     out = Model(model.name)
     new_id = {t.id: out.input(t.name, t.shape, t.dtype, t.placement).id for t in model.tensors if t.producer is None}
+    out.states = [new_id[s] for s in model.states]
     return out, new_id
 
 

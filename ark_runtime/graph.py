@@ -24,6 +24,7 @@ class Tensor:
     dtype: str
     placement: str = "device"
     producer: int | None = None  # the op that writes it; None for an input
+    alias: int | None = None  # the state tensor this op output writes in place (its memory); None: memory of its own
 
     @property
     def elements(self) -> int:
@@ -43,8 +44,16 @@ class Tensor:
         return self.shape[-1]
 
     def as_json(self) -> dict:
-        return {"id": self.id, "name": self.name, "shape": list(self.shape), "dtype": self.dtype,
-                "placement": self.placement, "producer": self.producer}
+        out = {"id": self.id, "name": self.name, "shape": list(self.shape), "dtype": self.dtype,
+               "placement": self.placement, "producer": self.producer}
+        if self.alias is not None:
+            out["alias"] = self.alias
+        return out
+
+    @property
+    def root(self) -> int:
+        """The tensor whose memory this one is: its state's, or its own."""
+        return self.id if self.alias is None else self.alias
 
 
 @dataclass(frozen=True)

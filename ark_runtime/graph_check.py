@@ -60,6 +60,16 @@ def problems(model) -> list[str]:
     for t in ts:
         if t.producer is not None and written.get(t.id) != t.producer:
             found.append(f"{_name(t)} names op {t.producer} as its producer, which does not write it")
+        if t.alias is not None:
+            root = ts[t.alias] if 0 <= t.alias < len(ts) else None
+            if root is None or t.alias not in model.states or t.producer is None:
+                found.append(f"{_name(t)} writes in place into tensor {t.alias}, which is not a state, or is no op's "
+                             "output")
+            elif (root.shape, root.dtype) != (t.shape, t.dtype):
+                found.append(f"{_name(t)} writes in place into {_name(root)} of another shape or dtype")
+    for s in model.states:
+        if not 0 <= s < len(ts) or ts[s].producer is not None:
+            found.append(f"state {s} is not an input of the model")
     for o in model.outputs:
         if not 0 <= o < len(ts):
             found.append(f"output {o} is not a tensor")

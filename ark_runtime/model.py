@@ -28,6 +28,7 @@ class Model:
     tensors: list[Tensor] = field(default_factory=list)
     ops: list[Op] = field(default_factory=list)
     outputs: list[int] = field(default_factory=list)
+    states: list[int] = field(default_factory=list)  # inputs the kernel keeps and updates across iterations
 
     # --- tensors ----------------------------------------------------------------------------------
     def input(self, name: str, shape, dtype: str = "fp32", placement: str = "device") -> Tensor:
@@ -37,14 +38,22 @@ class Model:
             raise ModelError(f"tensor name {name!r} is already taken")
         return self._tensor(name, shape, dtype, placement, None)
 
-    def _tensor(self, name, shape, dtype, placement, producer) -> Tensor:
+    def state(self, name: str, shape, dtype: str = "fp32") -> Tensor:
+        """A tensor the kernel keeps from one iteration to the next (a KV cache, a position): an input the model's
+        `write` and `count` ops update in place (zeros unless bound or set). Reading it sees what the ops before
+        the read wrote in this iteration, and what the ops after it wrote in the iteration before."""
+        t = self.input(name, shape, dtype)
+        self.states.append(t.id)
+        return t
+
+    def _tensor(self, name, shape, dtype, placement, producer, alias=None) -> Tensor:
         try:
             shape = tuple(shape)
         except TypeError:
             raise ModelError(f"tensor {name}: shape {shape!r} must be a sequence of positive ints") from None
         if not shape or any(isinstance(s, bool) or not isinstance(s, int) or s <= 0 for s in shape):
             raise ModelError(f"tensor {name}: shape {shape!r} must be one or more positive ints")
-        t = Tensor(len(self.tensors), name, shape, dtype, placement, producer)
+        t = Tensor(len(self.tensors), name, shape, dtype, placement, producer, alias)
         if t.rows >= MAX_EXTENT or t.cols >= MAX_EXTENT:
             raise ModelError(f"tensor {name}: shape {shape} folds to {t.rows:,} rows (every axis but the last) by "
                              f"{t.cols:,} columns; the kernels index each with 32-bit ints, so both must be below "
@@ -79,7 +88,14 @@ class Model:
             raise ModelError(f"{kind} ops are made by the lowering passes (fusion, split-K), not by the model API")
         self._own(fn, *inputs)
         built = found.build(fn, tuple(inputs), dict(attrs))
-        out = self._tensor(self._fresh_name(fn), built.shape, built.dtype, built.placement, len(self.ops))
+        alias = None
+        if built.writes_in_place is not None:
+            target = inputs[built.writes_in_place]
+            alias = target.root
+            if alias not in self.states:
+                raise ModelError(f"{fn}: {target.name} is not a state of model {self.name!r}; only a state "
+                                 "(m.state(...)) is written in place")
+        out = self._tensor(self._fresh_name(fn), built.shape, built.dtype, built.placement, len(self.ops), alias)
         self.ops.append(Op(len(self.ops), kind, fn, tuple(t.id for t in inputs), out.id,
                            tuple(sorted(built.attrs.items()))))
         return out
@@ -159,7 +175,22 @@ class Model:
             raise ModelError(f"model {self.name!r}: " + "; ".join(found[:6])
                              + (f" (and {len(found) - 6} more)" if len(found) > 6 else ""))
 
+    def write(self, state: Tensor, value: Tensor, row=0) -> Tensor:
+        """`value`'s rows into rows [row, row + value's rows) of `state` (both in their 2-D views, the same columns),
+        in place; `row` an int or an int32 tensor of one element the GPU holds (a position that moves). Returns the
+        state as written, for the ops that read it after."""
+        if isinstance(row, Tensor):
+            return self.op("write", state, value, row)
+        return self.op("write", state, value, row=row)
+
+    def count(self, state: Tensor, by: int = 1) -> Tensor:
+        """An int32 state of one element raised by `by` in place (a position, a step): returns it as raised."""
+        return self.op("count", state, by=by)
+
     def as_json(self) -> dict:
-        return {"name": self.name, "tensors": [t.as_json() for t in self.tensors],
-                "ops": [o.as_json() for o in self.ops], "outputs": list(self.outputs)}
+        out = {"name": self.name, "tensors": [t.as_json() for t in self.tensors],
+               "ops": [o.as_json() for o in self.ops], "outputs": list(self.outputs)}
+        if self.states:
+            out["states"] = list(self.states)
+        return out
 

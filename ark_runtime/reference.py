@@ -40,26 +40,35 @@ def _check_inputs(model: Model, inputs: dict[str, np.ndarray]) -> dict[int, np.n
     return given
 
 
-def evaluate(model: Model, inputs: dict[str, np.ndarray]) -> dict[int, np.ndarray]:
-    """Every tensor of the model, op by op."""
-    values = _check_inputs(model, inputs)
-    for op in model.ops:
-        values[op.output] = apply(op, [values[i] for i in op.inputs])
+def evaluate(model: Model, inputs: dict[str, np.ndarray], iterations: int = 1) -> dict[int, np.ndarray]:
+    """Every tensor of the model, op by op, after `iterations` runs of it: states (Model.states) keep what the ops
+    wrote from one run to the next, and an op output that writes a state in place is the state as it wrote it."""
+    mem = _check_inputs(model, inputs)  # per tensor root: its memory's values
+    values: dict[int, np.ndarray] = {}
+    for _ in range(iterations):
+        for op in model.ops:
+            result = np.asarray(apply(op, [mem[model.tensors[i].root] for i in op.inputs]), np.float64)
+            mem[model.tensors[op.output].root] = values[op.output] = result
+    for t in model.tensors:
+        if t.producer is None:
+            values[t.id] = mem[t.id]
     return values
 
 
 def run_plan(plan, model: Model, inputs: dict[str, np.ndarray], seed: int = 0,
              iterations: int = 2) -> dict[int, np.ndarray]:
-    """Every tensor, computed tile by tile in an order the plan's streams allow (see the module's docstring)."""
-    values = _check_inputs(model, inputs)
+    """Every tensor, computed tile by tile in an order the plan's streams allow (see the module's docstring), after
+    `iterations` runs: compare with evaluate(..., iterations) where the model has states."""
+    mem = _check_inputs(model, inputs)  # per tensor root: its memory's values
     for op in model.ops:
         out = model.tensors[op.output]
-        values[out.id] = np.full(out.shape, np.nan)
+        if out.alias is None:
+            mem[out.id] = np.full(out.shape, np.nan)
     ops = {op.id: op for op in model.ops}
 
     def view(tid: int) -> np.ndarray:
         t = model.tensors[tid]
-        return values[tid].reshape(t.rows, t.cols)
+        return mem[t.root].reshape(t.rows, t.cols)
 
     def run(tile_id: int, iteration: int) -> None:
         tile = plan.tiles[tile_id]
@@ -72,9 +81,9 @@ def run_plan(plan, model: Model, inputs: dict[str, np.ndarray], seed: int = 0,
             result = apply(op, args)
         out = model.tensors[op.output]
         _, r0, r1, c0, c1 = tile["writes"]
-        view(out.id)[r0:r1, c0:c1] = result.reshape(out.rows, out.cols)[r0:r1, c0:c1]
+        view(out.id)[r0:r1, c0:c1] = np.asarray(result, np.float64).reshape(out.rows, out.cols)[r0:r1, c0:c1]
 
     problems = run_problems(plan, iterations=iterations, seed=seed, on_run=run)
     if problems:
         raise ValueError("the plan did not run: " + "; ".join(problems[:3]))
-    return values
+    return {t.id: mem[t.root] for t in model.tensors}

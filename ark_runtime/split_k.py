@@ -46,7 +46,8 @@ def split_k(model: Model, device: DeviceSpec) -> Model:
             inputs, kind, fn, attrs = (p.id, *inputs[2:]), "split_sum", "split_sum", (("k_splits", parts), *epilogue)
         else:
             kind, fn, attrs = op.kind, op.fn, op.attrs
-        t = out._tensor(res.name, res.shape, res.dtype, res.placement, len(out.ops))
+        t = out._tensor(res.name, res.shape, res.dtype, res.placement, len(out.ops),
+                        None if res.alias is None else new_id[res.alias])
         out.ops.append(Op(len(out.ops), kind, fn, inputs, t.id, attrs))
         new_id[res.id] = t.id
     out.outputs = [new_id[t] for t in model.outputs]

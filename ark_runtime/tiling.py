@@ -121,22 +121,43 @@ def tile_model(model, num_sms: int, wgmma: bool = True, variants: list[dict] | N
 
 
 def dependencies(model, tiles: list[Tile]) -> list[tuple[int, ...]]:
-    """For each tile, the tiles (of the ops that write its inputs) whose written regions its reads overlap."""
+    """For each tile, the tiles of earlier ops it must follow in an iteration: those whose written regions its reads
+    overlap and, where it writes a state in place (Tensor.alias), those of earlier ops that read or write what it
+    overwrites. Regions are compared on the memory they are (a tensor's root: a state and every op output that
+    writes it are one). The plan orders each pair both ways across iterations (plan.py: the later waits the earlier
+    in the iteration, the earlier waits the later's previous iteration), so no order between the ops of two
+    iterations is lost."""
+    root = [t.root for t in model.tensors]
     by_tensor: dict[int, list[Tile]] = {}
     for t in tiles:
-        by_tensor.setdefault(t.writes.tensor, []).append(t)
+        by_tensor.setdefault(root[t.writes.tensor], []).append(t)
     starts: dict[int, list[int]] = {}
     for k, v in by_tensor.items():  # each tensor's writers sorted by first row, for the bisect below
         order = sorted(range(len(v)), key=lambda i: v[i].writes.r0)
         by_tensor[k] = [v[i] for i in order]
         starts[k] = [v[i].writes.r0 for i in order]
-    boxes = {k: [(w.writes.r1, w.writes.c0, w.writes.c1, w.id) for w in v] for k, v in by_tensor.items()}
+    boxes = {k: [(w.writes.r1, w.writes.c0, w.writes.c1, w.id, w.op) for w in v] for k, v in by_tensor.items()}
+    states = set(getattr(model, "states", ()))
+    accessed: dict[int, list[tuple[Region, int, int]]] = {}  # per state: (region, tile, op) of every read and write
     deps = []
     for t in tiles:
         found: set[int] = set()
         for g in t.reads:
-            hi = bisect.bisect_left(starts.get(g.tensor, ()), g.r1)  # writers from a row below the read's end
+            r = root[g.tensor]
+            hi = bisect.bisect_left(starts.get(r, ()), g.r1)  # writers from a row below the read's end
             r0, c0, c1 = g.r0, g.c0, g.c1
-            found.update(w for wr1, wc0, wc1, w in boxes.get(g.tensor, ())[:hi] if wr1 > r0 and wc0 < c1 and c0 < wc1)
+            found.update(w for wr1, wc0, wc1, w, op in boxes.get(r, ())[:hi]
+                         if wr1 > r0 and wc0 < c1 and c0 < wc1 and op < t.op)
+        target = root[t.writes.tensor]
+        if target in states:  # an in-place write: after what earlier ops read or wrote there
+            mine = Region(target, t.writes.r0, t.writes.r1, t.writes.c0, t.writes.c1)
+            found.update(w for g, w, op in accessed.get(target, ()) if op < t.op and g.overlaps(mine))
+        for g in t.reads:
+            if root[g.tensor] in states:
+                accessed.setdefault(root[g.tensor], []).append(
+                    (Region(root[g.tensor], g.r0, g.r1, g.c0, g.c1), t.id, t.op))
+        if target in states:
+            accessed.setdefault(target, []).append((Region(target, t.writes.r0, t.writes.r1, t.writes.c0, t.writes.c1),
+                                                    t.id, t.op))
         deps.append(tuple(sorted(found)))
     return deps

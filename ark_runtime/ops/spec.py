@@ -37,6 +37,7 @@ class Built:
     dtype: str
     attrs: dict = field(default_factory=dict)
     placement: str = "device"
+    writes_in_place: int | None = None  # the input (its place among the op's inputs) whose state the output overwrites
 
 
 class OpSpec:

@@ -82,7 +82,11 @@ def fault_message(record: FaultRecord, model: Model, plan: Plan,
     if code is Fault.TIMEOUT:
         detail = _timeout_detail(record, model, plan)
     elif code is Fault.BAD_INDEX:
-        detail = f"row {record.detail - 1} holds an id outside the table"
+        tile = plan.tiles[record.tile] if 0 <= record.tile < len(plan.tiles) else None
+        if tile is not None and model.ops[tile["op"]].kind == "write":
+            detail = f"the write's row {record.detail - 1} puts its rows outside the state"
+        else:
+            detail = f"row {record.detail - 1} holds an id outside the table"
     elif code is Fault.DMA:
         status = dma_status() if dma_status is not None else "no queue"
         detail = f"the DMA engine returned device code {record.detail}: {status}"

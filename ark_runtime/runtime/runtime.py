@@ -172,7 +172,13 @@ class Runtime:
         # opted in whatever the size: the kernel's own static arrays count against the 48 KiB default too
         self._fn.max_dynamic_shared_size_bytes = self.source.smem_bytes
         self._io = cupy.cuda.Stream(non_blocking=True)  # set() and get(): never ordered behind the loop kernel
-        self._tensors = [tensor_memory(t, bind.get(t.name), self._device_id) for t in model.tensors]
+        self._tensors = []
+        for t in model.tensors:  # a state written in place is its state's memory
+            if t.alias is not None and t.name in bind:
+                raise LoopError(f"bind[{t.name!r}]: {t.name} is state {model.tensors[t.alias].name} as written in place; "
+                                f"bind {model.tensors[t.alias].name}")
+            self._tensors.append(self._tensors[t.alias] if t.alias is not None
+                                 else tensor_memory(t, bind.get(t.name), self._device_id))
         overlap = overlapping_binds(model, self._tensors, set(bind))
         if overlap:
             raise LoopError(overlap)

@@ -1,0 +1,42 @@
+"""An int32 state of one element raised in place by a constant each time the op runs (a decode step's position):
+the output is the state as raised (its memory is the state's)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ark_runtime.graph import ModelError, Op, Tensor
+from ark_runtime.ops.spec import Built, OpSpec, arity, no_attrs
+from ark_runtime.tiling import Region
+
+
+class Count(OpSpec):
+    kind = "count"
+
+    def build(self, fn: str, inputs: tuple[Tensor, ...], attrs: dict) -> Built:
+        arity("count", inputs, 1)
+        no_attrs("count", attrs, ("by",))
+        state = inputs[0]
+        if state.dtype != "int32" or state.elements != 1:
+            raise ModelError(f"count: {state.name} must be an int32 state of one element, not {state.dtype} "
+                             f"{state.shape}")
+        by = attrs.get("by", 1)
+        if isinstance(by, bool) or not isinstance(by, int) or not -(1 << 31) < by < 1 << 31:
+            raise ModelError(f"count: by={by!r} must be an int that fits int32")
+        return Built(state.shape, state.dtype, {"by": by}, writes_in_place=0)
+
+    def reference(self, op: Op, args: list[np.ndarray]) -> np.ndarray:
+        return np.asarray(args[0], np.float64) + op.attr("by")
+
+    def variant(self, model, op: Op, device) -> dict:
+        return {"template": "count"}
+
+    def tiles(self, tm, op: Op, v: dict) -> None:
+        tm.add(0, 1, 0, 1, [Region(tm.ins[0].id, 0, 1, 0, 1)], 8, 1)
+
+    def emit(self, e, op: Op, v: dict) -> str:
+        return (f"if (threadIdx.x == 0) *(int*)T[{op.output}] += {op.attr('by')};\n"
+                "      __syncthreads();")
+
+
+SPEC = Count()

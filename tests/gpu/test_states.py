@@ -1,0 +1,47 @@
+"""States on a GPU: a cache appended a row an iteration at a position the kernel counts on, read before and after
+the append, in each dtype: the outputs and the state after n iterations against the float64 reference over n."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ark_runtime.reference import evaluate
+from tests.gpu.test_loop_runtime import TOL, _rounded
+from tests.unit.test_states import _inputs, decode_like
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("read_first", [False, True])
+def test_a_cache_appended_at_a_counted_position(gpu, dtype, read_first):
+    from ark_runtime.runtime import Runtime
+
+    m = decode_like(capacity=64, d=128, dtype=dtype, read_first=read_first)
+    inputs = _inputs(m, 3)
+    with Runtime(m) as rt:
+        for name, value in inputs.items():
+            rt.set(name, value)
+        for n in (1, 5, 20):
+            rt.run(n - (rt.iterations_done or 0))
+            rt.wait()
+            want = evaluate(m, _rounded(m, inputs), iterations=n)
+            for t in (m.tensors[i] for i in m.outputs):
+                got = rt.get(t.name).astype(np.float64)
+                scale = max(1.0, float(np.abs(want[t.id]).max()))
+                assert np.abs(got - want[t.id]).max() / scale <= TOL[dtype], (t.name, n)
+            assert int(rt.get("pos")[0]) == n
+            cache = rt.get("cache").astype(np.float64)
+            assert np.abs(cache - want[next(t.id for t in m.tensors if t.name == "cache")]).max() <= TOL[dtype] * 4
+
+
+def test_a_write_past_the_state_faults_naming_it(gpu):
+    from ark_runtime.runtime import LoopFault, Runtime
+
+    m = decode_like(capacity=4, d=16)
+    with Runtime(m) as rt:
+        rt.set("pos", np.array([3], np.int32))
+        rt.run(2)  # rows 3, then 4: past the 4 rows
+        with pytest.raises(LoopFault, match="the write's row 4 puts its rows outside the state"):
+            rt.wait()

@@ -1,0 +1,139 @@
+"""States: tensors the kernel keeps and updates in place across iterations (a KV cache appended at a position the
+GPU holds and moves). The model API and its refusals, the dependencies an in-place write adds (after what earlier
+ops read or wrote there; before the next iteration's readers), the plan run tile by tile for several iterations in
+random orders against the float64 reference over as many iterations, and the kernel compiled."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ark_runtime.graph import Op
+from ark_runtime.kernel.codegen import INCLUDE_DIR
+from ark_runtime.lower import LowerError, lower
+from ark_runtime.model import Model, ModelError
+from ark_runtime.plan_check import check
+from ark_runtime.reference import BadIndex, evaluate, run_plan
+from ark_runtime.scheduler import DeviceSpec
+
+
+def decode_like(capacity: int = 8, d: int = 16, dtype: str = "fp32", read_first: bool = False) -> Model:
+    """Each iteration: a new row from x and the step, appended to the cache at the position; the cache summed; the
+    position counted on. With `read_first` the sum reads the cache before the append (the last iteration's)."""
+    m = Model("decode-like")
+    x = m.input("x", (1, d), dtype)
+    cache = m.state("cache", (capacity, d), dtype)
+    pos = m.state("pos", (1,), "int32")
+    early = m.reduce("sum", m.unary("neg", cache)) if read_first else None
+    new = m.unary("exp", m.mul(x, x))
+    written = m.write(cache, new, pos)
+    total = m.reduce("sum", written)
+    m.count(pos)
+    m.output(total, *(() if early is None else (early,)))
+    return m
+
+
+def _inputs(m: Model, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {t.name: (np.zeros(t.shape, np.int32) if t.dtype == "int32" else rng.standard_normal(t.shape) * 0.3)
+            for t in m.tensors if t.producer is None}
+
+
+def test_the_reference_appends_a_row_an_iteration():
+    m = decode_like()
+    inputs = _inputs(m)
+    for n in (1, 3, 8):
+        values = evaluate(m, inputs, iterations=n)
+        cache = values[m.tensors[[t.name for t in m.tensors].index("cache")].id]
+        row = np.exp(inputs["x"] ** 2)[0]
+        assert np.allclose(cache[:n], row) and np.allclose(cache[n:], inputs["cache"][n:])
+        assert values[m.tensors[[t.name for t in m.tensors].index("pos")].id][0] == n
+    with pytest.raises(BadIndex, match="row 8 puts 1 rows outside the state's 8"):
+        evaluate(m, inputs, iterations=9)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 12), st.integers(0, 5), st.booleans(), st.integers(1, 4))
+def test_the_plan_run_tile_by_tile_over_iterations_is_the_reference(sms, seed, read_first, iterations):
+    m = decode_like(read_first=read_first)
+    lw = lower(m, DeviceSpec(num_sms=sms))
+    assert check(lw.plan) == []
+    inputs = _inputs(m, seed)
+    want = evaluate(m, inputs, iterations=iterations)
+    got = run_plan(lw.plan, lw.model, inputs, seed=seed, iterations=iterations)
+    for src, dst in zip(m.outputs, lw.model.outputs):
+        assert np.allclose(got[dst], want[src], rtol=1e-12, atol=1e-12), m.tensors[src].name
+    cache_in = next(t.id for t in lw.model.tensors if t.name == "cache")
+    assert np.allclose(got[cache_in], want[next(t.id for t in m.tensors if t.name == "cache")])
+
+
+def test_a_write_after_a_read_of_the_same_rows_follows_it_and_the_next_read_follows_the_write():
+    m = decode_like(read_first=True)
+    lw = lower(m, DeviceSpec(num_sms=4))
+    tiles, deps = lw.plan.tiles, lw.plan.deps
+    kinds = [lw.model.ops[t["op"]].kind for t in tiles]
+    write = kinds.index("write")
+    reader = next(i for i, t in enumerate(tiles) if lw.model.ops[t["op"]].kind == "fused" or
+                  (lw.model.ops[t["op"]].kind == "unary" and lw.model.ops[t["op"]].inputs[0] == 1))
+    assert reader in deps[write], "the write waits for the earlier read of the cache in the iteration"
+
+
+def test_static_rows_write_their_rows_only():
+    m = Model("static")
+    cache = m.state("cache", (6, 4))
+    m.output(m.reduce("sum", m.write(cache, m.unary("neg", m.input("v", (2, 4))), row=3)))
+    lw = lower(m, DeviceSpec(num_sms=2))
+    write = next(t for t in lw.plan.tiles if lw.model.ops[t["op"]].kind == "write")
+    assert write["writes"][1:3] == [3, 5]
+    inputs = {"v": np.ones((2, 4)), "cache": np.zeros((6, 4))}
+    assert np.allclose(run_plan(lw.plan, lw.model, inputs, iterations=1)[lw.model.outputs[0]],
+                       evaluate(m, inputs)[m.outputs[0]])
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda m: m.write(m.input("plain", (4, 4)), m.input("v", (1, 4))), "plain is not a state"),
+    (lambda m: m.write(m.state("s", (4, 4)), m.input("v", (1, 3))), "does not fit rows of s"),
+    (lambda m: m.write(m.state("s", (4, 4)), m.input("v", (5, 4))), "does not fit rows of s"),
+    (lambda m: m.write(m.state("s", (4, 4)), m.input("v", (1, 4), "fp16")), "does not fit rows of s"),
+    (lambda m: m.write(m.state("s", (4, 4)), m.input("v", (2, 4)), row=3), r"row=3 must be an int in 0..2"),
+    (lambda m: m.write(m.state("s", (4, 4)), m.input("v", (2, 4)), row=-1), r"row=-1"),
+    (lambda m: m.write(m.state("s", (4, 4)), m.input("v", (2, 4)), m.input("r", (1,))), "must be an int32"),
+    (lambda m: m.write(m.state("s", (4, 4)), m.input("v", (2, 4)), m.input("r", (2,), "int32")), "of one element"),
+    (lambda m: m.count(m.state("s", (1,))), "must be an int32 state of one element"),
+    (lambda m: m.count(m.input("p", (1,), "int32")), "p is not a state"),
+    (lambda m: m.count(m.state("p", (1,), "int32"), by=2.5), "by=2.5"),
+])
+def test_hostile_state_ops_are_refused_saying_what_fits(make, message):
+    with pytest.raises(ModelError, match=message):
+        make(Model("bad"))
+
+
+def test_a_forged_alias_is_refused():
+    m = decode_like()
+    import dataclasses
+
+    i = next(t.id for t in m.tensors if t.alias is not None)
+    m.tensors[i] = dataclasses.replace(m.tensors[i], alias=0)  # x, not a state
+    with pytest.raises(LowerError, match="writes in place into tensor 0, which is not a state"):
+        lower(m, DeviceSpec(num_sms=2))
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("arch", ["sm_90", "sm_90a"])
+def test_the_kernel_compiles(dtype, arch):
+    from driver.gpu import compile
+
+    lw = lower(decode_like(dtype=dtype, read_first=True), DeviceSpec(num_sms=132))
+    assert "ark::write_rows<" in lw.source.text and "+= 1;" in lw.source.text
+    assert compile.cubin(lw.source.text, arch, (f"-I{INCLUDE_DIR}",))[:4] == b"\x7fELF"
+
+
+def test_fusion_and_split_k_keep_the_states():
+    m = decode_like(read_first=True)
+    runs = lower(m, DeviceSpec(num_sms=132)).model
+    names = {t.name for t in runs.tensors}
+    assert [runs.tensors[s].name for s in runs.states] == ["cache", "pos"] and "cache" in names
+    assert all(runs.tensors[t.alias].name in ("cache", "pos") for t in runs.tensors if t.alias is not None)
+    assert any(o.kind == "write" for o in runs.ops) and isinstance(runs.ops[0], Op)
