@@ -2,7 +2,9 @@
 [..., Sq, heads * D] and k, v [..., Skv, kv_heads * D] as the projections make them. Grouped-query attention:
 kv_heads divides heads, and query head h reads key/value head h // (heads / kv_heads). Sq may be below Skv: the
 queries are the last Sq positions (a prefill after a cached prefix, a decode step), so when causal query i sees keys
-0 .. i + Skv - Sq. Tensor cores for bf16/fp16 (attention_tile), a scalar tile for fp32 (attention_tile_scalar);
+0 .. i + Skv - Sq. With a fourth input, an int32 tensor of one element the GPU holds (a cache's length, moved by a
+state's count), only keys [0, length) are there, and the queries are the last Sq of those (a decode step over a
+growing cache: no new plan or compile as it grows); a length below Sq or past Skv faults (BAD_INDEX). Tensor cores for bf16/fp16 (attention_tile), a scalar tile for fp32 (attention_tile_scalar);
 queries per tile (bq) chosen to fill the SMs."""
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ark_runtime.graph import ModelError, Op, Tensor
-from ark_runtime.ops.spec import Built, OpSpec, arity, no_attrs, require_float, same_dtype
+from ark_runtime.ops.spec import BadIndex, Built, OpSpec, no_attrs, require_float, same_dtype
 from ark_runtime.tiling import Region, chunks
 
 ATTENTION_BLOCKS = (64, 32, 16)  # queries per attention tile, most first (attention.cuh: 16-row groups)
@@ -75,14 +77,15 @@ def attention_smem(dtype: str, d: int, bq: int) -> int:
     return AttentionShape(d, bq).smem
 
 
-def reference_attention(q, k, v, heads: int, causal: bool, kv_heads: int | None = None):
-    """Per head, each query over keys 0..i + Skv - Sq (causal) or all: only those key and value rows are touched."""
+def reference_attention(q, k, v, heads: int, causal: bool, kv_heads: int | None = None, length=None):
+    """Per head, each query over keys 0..i + Skv - Sq (causal) or all: only those key and value rows are touched.
+    `length` (keys there, at most Skv) in place of Skv, where given."""
     kv_heads = kv_heads or heads
     sq, e = q.shape[-2], q.shape[-1]
-    skv = k.shape[-2]
+    skv = k.shape[-2] if length is None else int(length)
     d, group, off = e // heads, heads // kv_heads, skv - sq
     q2 = q.reshape(-1, sq, e)
-    k2, v2 = (t.reshape(-1, skv, kv_heads * d) for t in (k, v))
+    k2, v2 = (t.reshape(-1, k.shape[-2], kv_heads * d) for t in (k, v))
     out = np.empty_like(q2)
     for b in range(q2.shape[0]):
         for h in range(heads):
@@ -99,9 +102,13 @@ class Attention(OpSpec):
     kind = "attention"
 
     def build(self, fn: str, inputs: tuple[Tensor, ...], attrs: dict) -> Built:
-        arity("attention", inputs, 3)
+        if len(inputs) not in (3, 4):
+            raise ModelError(f"attention takes q, k, v and perhaps a length tensor, not {len(inputs)} tensors")
         no_attrs("attention", attrs, ("heads", "kv_heads", "causal"))
-        q, k, v = inputs
+        q, k, v = inputs[:3]
+        if len(inputs) == 4 and (inputs[3].dtype != "int32" or inputs[3].elements != 1):
+            raise ModelError(f"attention: the length {inputs[3].name} must be an int32 tensor of one element, not "
+                             f"{inputs[3].dtype} {inputs[3].shape}")
         require_float("attention", q)
         same_dtype("attention", q, k)
         same_dtype("attention", q, v)
@@ -129,8 +136,21 @@ class Attention(OpSpec):
         return Built(q.shape, q.dtype, {"heads": heads, "causal": causal, **extra})
 
     def reference(self, op: Op, args: list[np.ndarray]) -> np.ndarray:
-        return reference_attention(*args, heads=op.attr("heads"), causal=op.attr("causal", True),
-                                   kv_heads=op.attr("kv_heads"))
+        length = None
+        if len(args) == 4:
+            length = float(np.asarray(args[3]).reshape(-1)[0])
+            if np.isnan(length):  # not yet written (reference.run_plan)
+                return np.full(np.shape(args[0]), np.nan)
+            sq, skv = np.shape(args[0])[-2], np.shape(args[1])[-2]
+            if length != int(length) or not sq <= length <= skv:
+                raise BadIndex(f"attention (op {op.id}): length {length:g} is not in {sq}..{skv} (its queries "
+                               "to its keys)")
+        return reference_attention(*args[:3], heads=op.attr("heads"), causal=op.attr("causal", True),
+                                   kv_heads=op.attr("kv_heads"), length=length)
+
+    def bad_index(self, op: Op, detail: int) -> str:
+        return (f"its length, {detail - 1}, is not between its queries and its keys" if detail else
+                "its length is below 0")
 
     def variant(self, model, op: Op, device) -> dict:
         q = model.tensors[op.inputs[0]]
@@ -141,7 +161,8 @@ class Attention(OpSpec):
                 "queries": bq, "smem": attention_smem(q.dtype, d, bq)}
 
     def tiles(self, tm, op: Op, v: dict) -> None:
-        q, k, val = tm.ins
+        q, k, val = tm.ins[:3]
+        length = tm.ins[3] if len(tm.ins) == 4 else None  # keys known at run time only: a tile reads all of them
         s, skv = q.shape[-2], k.shape[-2]
         heads, causal, d, bq = op.attr("heads"), op.attr("causal", True), v["head_dim"], v["queries"]
         group, off = heads // (op.attr("kv_heads") or heads), skv - s
@@ -151,12 +172,14 @@ class Attention(OpSpec):
         for q0, q1 in (reversed(blocks) if causal else blocks):
             for b in range(q.rows // s):
                 for h in range(heads):
-                    kv_end = q1 + off if causal else skv
+                    kv_end = q1 + off if causal and length is None else skv
                     base, base_kv, c0, c1 = b * s, b * skv, h * d, (h + 1) * d
                     k0, k1 = h // group * d, (h // group + 1) * d
                     reads = [Region(q.id, base + q0, base + q1, c0, c1),
                              Region(k.id, base_kv, base_kv + kv_end, k0, k1),
                              Region(val.id, base_kv, base_kv + kv_end, k0, k1)]
+                    if length is not None:
+                        reads.append(Region.whole(length))
                     tm.add(base + q0, base + q1, c0, c1, reads, ((q1 - q0) * 2 + 2 * kv_end) * d * tm.esize,
                            4 * (q1 - q0) * kv_end * d)
 
@@ -173,16 +196,23 @@ class Attention(OpSpec):
         base = (f"const int base = r0 / {seq} * {seq}, base_kv = r0 / {seq} * {seq_kv}, "
                 f"col0_kv = c0 / {d} / {group} * {d};")
         kv = f"base_kv, r0 - base, r1 - base, c0, col0_kv, {seq_kv - seq}"
+        keys = str(seq_kv)
+        if len(op.inputs) == 4:  # the keys there, read at run time: the queries are the last of them
+            base += (f" const int keys = *(const volatile int*)T[{op.inputs[3]}];\n"
+                     f"      if (keys < {seq} || keys > {seq_kv}) "
+                     "return ((unsigned long long)ark::FAULT_BAD_INDEX << 32) | (unsigned)(keys < 0 ? 0 : keys + 1);")
+            kv = f"base_kv, r0 - base, r1 - base, c0, col0_kv, keys - {seq}"
+            keys = "keys"
         if out.dtype == "fp32":  # the scalar tile
             e.need_smem(smem, f"static_assert(ark::attention_scalar_smem<{d}>() == {smem}, \"attention.py's "
                               "attention_smem\");")
-            return (f"{{ {base} ark::attention_tile_scalar<{ct}, {d}, {causal}>({x[0]}, {x[1]}, {x[2]}, {o}, {seq_kv}, "
+            return (f"{{ {base} ark::attention_tile_scalar<{ct}, {d}, {causal}>({x[0]}, {x[1]}, {x[2]}, {o}, {keys}, "
                     f"{width}, {width_kv}, base, {kv}, smem); }}")
         e.need_smem(smem, f"static_assert(ark::attention_smem<{ct}, {d}, {bq}>() == {smem}, \"attention.py's "
                           "attention_smem\");")
         vec = "true" if d % 8 == 0 else "false"  # 16-byte pieces of each head's rows (E = heads x d)
         return (f"{{ {base} ark::attention_tile<{ct}, {d}, {bq}, {causal}, {vec}, {width}, {width_kv}>({x[0]}, {x[1]}, "
-                f"{x[2]}, {o}, {seq_kv}, base, {kv}, smem); }}")
+                f"{x[2]}, {o}, {keys}, base, {kv}, smem); }}")
 
 
 SPEC = Attention()

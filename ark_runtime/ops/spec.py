@@ -65,6 +65,10 @@ class OpSpec:
     def emit(self, e: Emitter, op: Op, v: dict) -> str:
         raise NotImplementedError
 
+    def bad_index(self, op: Op, detail: int) -> str:
+        """What a BAD_INDEX fault of one of this op's tiles means (`detail`: what its template returned)."""
+        return f"row {detail - 1} holds an id outside the table"
+
     def describe(self, op: Op) -> str:
         """A few words for tables (profile, plan): kind and function."""
         what = op.kind if op.fn in (None, op.kind) else f"{op.kind} {op.fn}"

@@ -63,6 +63,10 @@ class Write(OpSpec):
         flat[int(r):int(r) + rows.shape[0]] = rows
         return out
 
+    def bad_index(self, op: Op, detail: int) -> str:
+        return f"the write's row {detail - 1} puts its rows outside the state" if detail > 1 else \
+            "the write's row is below 0"
+
     def variant(self, model, op: Op, device) -> dict:
         return {"template": "write_rows", "row": "tensor" if len(op.inputs) == 3 else "constant"}
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ark_runtime.kernel.codes import FAULT_NAMES, GRAPH_WAIT_TIMEOUT, RELAUNCH_FAILED, Fault
 from ark_runtime.model import Model
+from ark_runtime.ops import spec
 from ark_runtime.plan import Plan
 
 
@@ -83,10 +84,9 @@ def fault_message(record: FaultRecord, model: Model, plan: Plan,
         detail = _timeout_detail(record, model, plan)
     elif code is Fault.BAD_INDEX:
         tile = plan.tiles[record.tile] if 0 <= record.tile < len(plan.tiles) else None
-        if tile is not None and model.ops[tile["op"]].kind == "write":
-            detail = f"the write's row {record.detail - 1} puts its rows outside the state"
-        else:
-            detail = f"row {record.detail - 1} holds an id outside the table"
+        op = model.ops[tile["op"]] if tile is not None else None
+        detail = spec(op.kind).bad_index(op, record.detail) if op is not None else \
+            f"an index outside its table ({record.detail})"
     elif code is Fault.DMA:
         status = dma_status() if dma_status is not None else "no queue"
         detail = f"the DMA engine returned device code {record.detail}: {status}"

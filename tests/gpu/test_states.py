@@ -45,3 +45,25 @@ def test_a_write_past_the_state_faults_naming_it(gpu):
         rt.run(2)  # rows 3, then 4: past the 4 rows
         with pytest.raises(LoopFault, match="the write's row 4 puts its rows outside the state"):
             rt.wait()
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_decode_steps_over_a_growing_cache(gpu, dtype):
+    """Grouped-query attention of one token a step over a key/value cache the kernel appends to at the position it
+    counts: the output at every step against the reference over as many steps; no new plan or compile as it grows."""
+    from ark_runtime.runtime import Runtime
+    from tests.unit.test_states import decode_step
+
+    m = decode_step(capacity=64, heads=8, kv_heads=2, d=64, dtype=dtype)
+    inputs = _inputs(m, 5)
+    out = m.tensors[m.outputs[0]]
+    with Runtime(m) as rt:
+        for name, value in inputs.items():
+            rt.set(name, value)
+        for step in range(1, 41):
+            rt.run(1)
+            rt.wait()
+            if step in (1, 2, 7, 40):
+                want = evaluate(m, _rounded(m, inputs), iterations=step)[out.id]
+                got = rt.get(out.name).astype(np.float64)
+                assert np.abs(got - want).max() / max(1.0, float(np.abs(want).max())) <= TOL[dtype], step

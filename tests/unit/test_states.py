@@ -137,3 +137,75 @@ def test_fusion_and_split_k_keep_the_states():
     assert [runs.tensors[s].name for s in runs.states] == ["cache", "pos"] and "cache" in names
     assert all(runs.tensors[t.alias].name in ("cache", "pos") for t in runs.tensors if t.alias is not None)
     assert any(o.kind == "write" for o in runs.ops) and isinstance(runs.ops[0], Op)
+
+
+def decode_step(capacity: int = 16, heads: int = 4, kv_heads: int = 2, d: int = 8, dtype: str = "fp32") -> Model:
+    """One token a step: its q, k, v from x; k and v appended to their caches at the position; the position counted;
+    attention of the token over the cache's keys so far (the length the count gives)."""
+    m = Model("decode-step")
+    x = m.input("x", (1, heads * d), dtype)
+    wq, wk, wv = (m.input(n, (heads * d, dd), dtype) for n, dd in (("wq", heads * d), ("wk", kv_heads * d),
+                                                                   ("wv", kv_heads * d)))
+    ck, cv = m.state("cache_k", (capacity, kv_heads * d), dtype), m.state("cache_v", (capacity, kv_heads * d), dtype)
+    pos = m.state("pos", (1,), "int32")
+    q, k, v = m.matmul(x, wq), m.matmul(x, wk), m.matmul(x, wv)
+    ck2, cv2 = m.write(ck, k, pos), m.write(cv, v, pos)
+    length = m.count(pos)
+    m.output(m.op("attention", q, ck2, cv2, length, heads=heads, kv_heads=kv_heads, causal=True))
+    return m
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 10), st.integers(1, 6), st.integers(0, 3))
+def test_a_decode_step_over_a_growing_cache_is_the_reference_at_every_length(sms, steps, seed):
+    m = decode_step()
+    lw = lower(m, DeviceSpec(num_sms=sms))
+    inputs = _inputs(m, seed)
+    want = evaluate(m, inputs, iterations=steps)
+    got = run_plan(lw.plan, lw.model, inputs, seed=seed, iterations=steps)
+    assert np.allclose(got[lw.model.outputs[0]], want[m.outputs[0]], rtol=1e-12, atol=1e-12)
+
+
+def test_the_decode_steps_attention_is_over_the_keys_written_so_far():
+    from ark_runtime.ops.attention import reference_attention
+
+    m = decode_step()
+    inputs = _inputs(m, 1)
+    values = evaluate(m, inputs, iterations=3)
+    ck = next(t.id for t in m.tensors if t.name == "cache_k")
+    cv = next(t.id for t in m.tensors if t.name == "cache_v")
+    q = inputs["x"] @ inputs["wq"]
+    want = reference_attention(q, values[ck][:3], values[cv][:3], heads=4, causal=True, kv_heads=2)
+    assert np.allclose(values[m.outputs[0]], want)
+
+
+def test_a_length_outside_its_queries_and_keys_is_refused_in_the_reference():
+    m = decode_step(capacity=2)
+    with pytest.raises(BadIndex, match="row 2 puts 1 rows outside the state's 2"):
+        evaluate(m, _inputs(m), iterations=3)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_the_decode_step_compiles(dtype):
+    from driver.gpu import compile
+
+    lw = lower(decode_step(dtype=dtype, d=64), DeviceSpec(num_sms=132))
+    assert "const int keys = " in lw.source.text
+    assert compile.cubin(lw.source.text, "sm_90a", (f"-I{INCLUDE_DIR}",))[:4] == b"\x7fELF"
+
+
+def test_bad_index_faults_of_a_write_and_of_attention_say_what_was_outside():
+    from ark_runtime.kernel.codes import Fault
+    from ark_runtime.runtime.faults import FaultRecord, fault_message
+
+    lw = lower(decode_step(), DeviceSpec(num_sms=4))
+    tile_of = {lw.model.ops[t["op"]].kind: t["id"] for t in lw.plan.tiles}
+
+    def message(kind: str, detail: int) -> str:
+        record = FaultRecord(code=Fault.BAD_INDEX, sm=0, tile=tile_of[kind], counter=-1, expected=0, observed=0,
+                             detail=detail)
+        return fault_message(record, lw.model, lw.plan)
+
+    assert "the write's row 16 puts its rows outside the state" in message("write", 17)
+    assert "the write's row is below 0" in message("write", 1)
+    assert "its length, 17, is not between its queries and its keys" in message("attention", 18)
