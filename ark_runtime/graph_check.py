@@ -65,8 +65,8 @@ def problems(model) -> list[str]:
             if root is None or t.alias not in model.states or t.producer is None:
                 found.append(f"{_name(t)} writes in place into tensor {t.alias}, which is not a state, or is no op's "
                              "output")
-            elif (root.shape, root.dtype) != (t.shape, t.dtype):
-                found.append(f"{_name(t)} writes in place into {_name(root)} of another shape or dtype")
+            elif (root.shape, root.dtype, root.placement) != (t.shape, t.dtype, t.placement):
+                found.append(f"{_name(t)} writes in place into {_name(root)} of another shape, dtype or placement")
     for s in model.states:
         if not 0 <= s < len(ts) or ts[s].producer is not None:
             found.append(f"state {s} is not an input of the model")

@@ -38,11 +38,12 @@ class Model:
             raise ModelError(f"tensor name {name!r} is already taken")
         return self._tensor(name, shape, dtype, placement, None)
 
-    def state(self, name: str, shape, dtype: str = "fp32") -> Tensor:
+    def state(self, name: str, shape, dtype: str = "fp32", placement: str = "device") -> Tensor:
         """A tensor the kernel keeps from one iteration to the next (a KV cache, a position): an input the model's
         `write` and `count` ops update in place (zeros unless bound or set). Reading it sees what the ops before
-        the read wrote in this iteration, and what the ops after it wrote in the iteration before."""
-        t = self.input(name, shape, dtype)
+        the read wrote in this iteration, and what the ops after it wrote in the iteration before. Placed on the
+        host (pinned memory the kernel writes across PCIe), it is what `Runtime.stream` hands out as it fills."""
+        t = self.input(name, shape, dtype, placement)
         self.states.append(t.id)
         return t
 

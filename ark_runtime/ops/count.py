@@ -23,7 +23,7 @@ class Count(OpSpec):
         by = attrs.get("by", 1)
         if isinstance(by, bool) or not isinstance(by, int) or not -(1 << 31) < by < 1 << 31:
             raise ModelError(f"count: by={by!r} must be an int that fits int32")
-        return Built(state.shape, state.dtype, {"by": by}, writes_in_place=0)
+        return Built(state.shape, state.dtype, {"by": by}, placement=state.placement, writes_in_place=0)
 
     def reference(self, op: Op, args: list[np.ndarray]) -> np.ndarray:
         return np.asarray(args[0], np.float64) + op.attr("by")
@@ -35,7 +35,8 @@ class Count(OpSpec):
         tm.add(0, 1, 0, 1, [Region(tm.ins[0].id, 0, 1, 0, 1)], 8, 1)
 
     def emit(self, e, op: Op, v: dict) -> str:
-        return (f"if (threadIdx.x == 0) *(int*)T[{op.output}] += {op.attr('by')};\n"
+        fence = " __threadfence_system();" if e.tensor(op.output).placement == "host" else ""
+        return (f"if (threadIdx.x == 0) {{ *(volatile int*)T[{op.output}] += {op.attr('by')};{fence} }}\n"
                 "      __syncthreads();")
 
 

@@ -45,7 +45,7 @@ class Write(OpSpec):
                 raise ModelError(f"write: row={r!r} must be an int in 0..{state.rows - value.rows} for {value.rows} "
                                  f"rows into {state.name}'s {state.rows}")
             extra = {"row": r}
-        return Built(state.shape, state.dtype, extra, writes_in_place=0)
+        return Built(state.shape, state.dtype, extra, placement=state.placement, writes_in_place=0)
 
     def reference(self, op: Op, args: list[np.ndarray]) -> np.ndarray:
         state, value = args[:2]
@@ -91,8 +91,10 @@ class Write(OpSpec):
         else:
             where = str(op.attr("row"))
             rows = f"r0 - {op.attr('row')}, r1 - {op.attr('row')}"
+        # into pinned host memory: in memory before anything after it (a count the host polls) is
+        fence = "\n      __threadfence_system();" if state.placement == "host" else ""
         return (f"{{ const int bad = ark::write_rows<{ct}>({e.ptr(value.id)}, ({ct}*)T[{op.output}], {state.cols}, "
-                f"{rows}, {where}, {value.rows}, {state.rows});\n"
+                f"{rows}, {where}, {value.rows}, {state.rows});{fence}\n"
                 "      if (bad) return ((unsigned long long)ark::FAULT_BAD_INDEX << 32) | (unsigned)bad; }")
 
 

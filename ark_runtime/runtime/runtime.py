@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import time
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -363,6 +364,43 @@ class Runtime:
         except KeyboardInterrupt:
             self._interrupted()
             raise
+
+    def stream(self, ring: str, count: str, timeout: float = 30.0) -> Iterator[np.ndarray]:
+        """The rows of `ring` as the kernel writes them: `ring` and `count` are states placed on the host (pinned
+        memory the runtime allocated), the model writing row `count` of `ring` and then counting `count` on, each
+        iteration (a token a decode step). Yields each new row (NumPy, bf16 as float32) once `count` says it is
+        there, while the iterations queued run, without a wait() per iteration; returns when they are done and every
+        row they counted was yielded. LoopFault, or LoopTimeout when `count` stands still for `timeout` seconds."""
+        check_timeout(timeout)
+        self._refuse_unless_running("stream")
+        ring_t, count_t = self._tensor(ring), self._tensor(count)
+        for t, what in ((ring_t, "ring"), (count_t, "count")):
+            mem = self._tensors[t.id]
+            if t.id not in self.model.states or t.placement != "host" or not hasattr(mem.owner, "ptr"):
+                raise LoopError(f"stream(): {what} {t.name} must be a state placed on the host that the runtime "
+                                "allocated (m.state(..., placement='host'), not bound)")
+        if count_t.dtype != "int32" or count_t.elements != 1:
+            raise LoopError(f"stream(): count {count_t.name} must be an int32 of one element")
+        rows = np.frombuffer(self._tensors[ring_t.id].owner, np.uint8, ring_t.nbytes).reshape(ring_t.rows, -1)
+        counted = np.frombuffer(self._tensors[count_t.id].owner, np.int32, 1)
+        seen, clock = int(counted[0]), time.monotonic()
+        while True:
+            now = min(int(counted[0]), ring_t.rows)
+            if now > seen:
+                for r in range(seen, now):
+                    yield from_bits(ring_t.__class__(0, ring_t.name, (ring_t.cols,), ring_t.dtype), rows[r].copy())
+                seen, clock = now, time.monotonic()
+                continue
+            if self._control.faulted():
+                raise self._fail()
+            if self._control.iterations_done() >= self._go and int(counted[0]) == seen:
+                return
+            if time.monotonic() - clock > timeout:
+                self._state = "stopped after a timeout"
+                self._halt()
+                raise LoopTimeout(f"{self.model.name}: {count_t.name} stood at {seen} for {timeout:.1f} s; the "
+                                  "kernel was stopped")
+            time.sleep(0)
 
     def _fail(self) -> LoopFault:
         record = FaultRecord.from_control(self._control.record[0])

@@ -67,3 +67,16 @@ def test_decode_steps_over_a_growing_cache(gpu, dtype):
                 want = evaluate(m, _rounded(m, inputs), iterations=step)[out.id]
                 got = rt.get(out.name).astype(np.float64)
                 assert np.abs(got - want).max() / max(1.0, float(np.abs(want).max())) <= TOL[dtype], step
+
+
+def test_stream_yields_each_row_of_a_host_ring_as_the_kernel_counts_it(gpu):
+    from ark_runtime.runtime import Runtime
+    from tests.unit.test_states import counting_ring
+
+    m = counting_ring(64)
+    with Runtime(m) as rt:
+        rt.run(40)  # no wait(): the rows come as they are made
+        got = [int(row[0]) for row in rt.stream("ring", "hpos")]
+        assert got == list(range(1, 41))
+        rt.run(3)
+        assert [int(row[0]) for row in rt.stream("ring", "hpos")] == [41, 42, 43]

@@ -209,3 +209,27 @@ def test_bad_index_faults_of_a_write_and_of_attention_say_what_was_outside():
     assert "the write's row 16 puts its rows outside the state" in message("write", 17)
     assert "the write's row is below 0" in message("write", 1)
     assert "its length, 17, is not between its queries and its keys" in message("attention", 18)
+
+
+def counting_ring(n: int = 8) -> Model:
+    """Each iteration: a step counted on the GPU, written into the next row of a ring in pinned host memory, whose
+    host-placed count then moves: what Runtime.stream reads as it fills."""
+    m = Model("ring")
+    step = m.count(m.state("step", (1,), "int32"))
+    ring, hpos = m.state("ring", (n, 1), "int32", "host"), m.state("hpos", (1,), "int32", "host")
+    written = m.write(ring, step, hpos)
+    m.output(m.count(hpos), written)
+    return m
+
+
+def test_a_ring_on_the_host_fills_a_row_an_iteration_in_the_reference():
+    m = counting_ring()
+    values = evaluate(m, {"step": np.zeros(1, np.int32), "ring": np.zeros((8, 1), np.int32),
+                          "hpos": np.zeros(1, np.int32)}, iterations=5)
+    ring = next(t.id for t in m.tensors if t.name == "ring")
+    assert values[ring][:, 0].tolist() == [1, 2, 3, 4, 5, 0, 0, 0]
+    lw = lower(m, DeviceSpec(num_sms=3))
+    assert "__threadfence_system();" in lw.source.text  # the row is in host memory before the count that says so
+    write = next(t for t in lw.plan.tiles if lw.model.ops[t["op"]].kind == "write")
+    count = [t for t in lw.plan.tiles if lw.model.ops[t["op"]].kind == "count"][-1]
+    assert write["id"] in lw.plan.deps[count["id"]]  # the host's count moves after the row is written
