@@ -18,7 +18,7 @@ from ark_runtime.fusion import fuse
 from ark_runtime.kernel.codegen import KernelSource, generate
 from ark_runtime.kernel.program import ProgramArrays, build_program
 from ark_runtime.model import Model, ModelError
-from ark_runtime.plan import Plan, PlanError, build_plan
+from ark_runtime.plan import Plan, PlanError, build_plan, choose_variants
 from ark_runtime.scheduler import PLACEMENTS, DeviceSpec
 from ark_runtime.split_k import split_k as split_k_matmuls
 from ark_runtime.tiling import switched_off
@@ -39,6 +39,9 @@ class LowerOptions:
     # per copy op, by the name of the tensor it writes: "sm" (the CTAs' stores, cut into tiles), "engine" (one tile
     # posting a DMA) or "graph" (one tile launching a device graph); a copy not named posts a DMA
     copy_paths: tuple[tuple[str, str], ...] = ()
+    # per op, by the name of the tensor it writes (in the model as run), some of its spec's knobs set (a tuner's
+    # candidate: OpSpec.knobs), as ((name, ((knob, value), ...)), ...)
+    knobs: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.fuse_chains, bool):
@@ -113,8 +116,14 @@ def _lower(model: Model, device: DeviceSpec, options: LowerOptions) -> Lowered:
     unknown = sorted(set(wanted) - {runs.tensors[runs.ops[op].output].name for op in paths})
     if unknown:
         raise LowerError(f"copy_paths names {', '.join(unknown)}, which no copy op of {model.name!r} writes")
+    by_name = {runs.tensors[op.output].name: op.id for op in runs.ops}
+    unknown = sorted(name for name, _ in options.knobs if name not in by_name)
+    if unknown:
+        raise LowerError(f"knobs name {', '.join(unknown)}, which no op of {model.name!r} (as run) writes")
+    knobs = {by_name[name]: dict(values) for name, values in options.knobs}
     try:
-        plan = build_plan(runs, device, options.placement, frozenset(op for op, p in paths.items() if p == "sm"))
+        variants = choose_variants(runs, device, {op: {"path": p} for op, p in paths.items()}, knobs)
+        plan = build_plan(runs, device, options.placement, variants=variants)
         source = generate(runs, plan, graph_copies=any(p == "graph" for p in paths.values()))
     except (PlanError, ModelError) as exc:
         raise LowerError(str(exc)) from None

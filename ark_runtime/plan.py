@@ -151,14 +151,17 @@ def _streams(tiles: list[Tile], deps: list[tuple[int, ...]],
     return counters, streams
 
 
-def choose_variants(model: Model, device: DeviceSpec, overrides: dict[int, dict] | None = None) -> list[dict]:
-    """Each op's kernel choice, made once by its spec (ark_runtime/ops/); `overrides` (per op id) set what is chosen
-    outside the op, as a copy's path."""
+def choose_variants(model: Model, device: DeviceSpec, overrides: dict[int, dict] | None = None,
+                    knobs: dict[int, dict] | None = None) -> list[dict]:
+    """Each op's kernel choice, made once by its spec (ark_runtime/ops/); `knobs` (per op id) set some of a spec's
+    choices (a tuner's candidates: OpSpec.knobs), `overrides` (per op id) what is chosen outside the op, as a copy's
+    path."""
     from ark_runtime.ops import spec
 
     out = []
     for op in model.ops:
-        v = spec(op.kind).variant(model, op, device)
+        given = (knobs or {}).get(op.id)
+        v = spec(op.kind).tuned(model, op, device, given) if given else spec(op.kind).variant(model, op, device)
         v.update((overrides or {}).get(op.id, {}))
         out.append(v)
     return out

@@ -53,6 +53,20 @@ def register(sub) -> None:
     lp.add_argument("--plot", type=Path, default=Path("out/bench_loop.png"), help="PNG (default out/bench_loop.png)")
     lp.set_defaults(func=run_loop)
 
+    tu = bsub.add_parser("tune", help="each knob setting of a matmul's kernel at real models' shapes, on the GPU")
+    tu.add_argument("--shapes", default=None,
+                    help="comma-separated MxNxK (default: decode and prefill projections of Llama-1B, Qwen, BERT)")
+    tu.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
+    tu.add_argument("--json", type=Path, help="write device, SMs and rows as JSON here")
+    tu.set_defaults(func=run_tune)
+
+    tt = bsub.add_parser("tune-table", help="rows of a measured table (ark_runtime/ops/tables/) from a committed "
+                                            "`bench tune --json` run (no GPU needed)")
+    tt.add_argument("--from-json", type=Path, required=True, metavar="FILE", help="the run, a file in the checkout")
+    tt.add_argument("--decision", required=True, choices=("matmul_sm90.loader", "skinny.tile"))
+    tt.add_argument("--device", required=True, help="the GPU model the rows are for, as tables name it (H200)")
+    tt.set_defaults(func=run_tune_table)
+
     pl = bsub.add_parser("plan", help="how lowering, planning and compiling scale with a model's size (no GPU needed)")
     pl.add_argument("--models", default="bert-large24,llama16",
                     help="comma-separated named models (default: bert-large24,llama16, whole stacks of layers)")
@@ -336,4 +350,72 @@ def run_plan_scale(args, console: Console | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result.as_json(), indent=1))
         console.print(f"json: {args.json}")
+    return 0
+
+
+def _shapes(text: str | None):
+    from bench.tune import SHAPES
+
+    if text is None:
+        return SHAPES
+    out = []
+    for part in text.split(","):
+        try:
+            m, n, k = (int(x) for x in part.lower().split("x"))
+        except ValueError:
+            raise ArkdmaError(f"--shapes: {part!r} is not MxNxK (three positive ints)") from None
+        if min(m, n, k) < 1:
+            raise ArkdmaError(f"--shapes: {part!r} has a dimension below 1")
+        out.append((m, n, k))
+    return tuple(out)
+
+
+def run_tune(args, console: Console | None = None) -> int:
+    console = console or _console()
+    shapes = _shapes(args.shapes)
+    _need_gpu()
+    from bench import tune
+
+    with _progress(console) as progress:
+        task = progress.add_task("starting", total=None)
+        result = tune.run(shapes, args.dtype, lambda what: progress.update(task, description=what))
+    t = Table(title=f"matmul knob settings on {result.device}, us an iteration")
+    for col in ("shape", "runtime's choice", "us", "fastest", "us", "x"):
+        t.add_column(col, justify="left" if col in ("shape", "runtime's choice", "fastest") else "right")
+    for s in tune.summary(result):
+        t.add_row("x".join(map(str, s["shape"][:3])) + f" {s['shape'][3]}", str(s["chosen"]),
+                  f"{s['chosen_us']:.1f}" if s["chosen_us"] else "-", str(s["best"]), f"{s['best_us']:.1f}",
+                  f"{s['speedup']:.2f}" if s["speedup"] else "-")
+    console.print(t)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result.as_json(), indent=1))
+        console.print(f"json: {args.json}")
+    return 0
+
+
+def run_tune_table(args, console: Console | None = None) -> int:
+    """Replaces the table's rows from this source with the run's, keeping the others."""
+    console = console or _console()
+    from ark_runtime.ops.measured import TABLES
+    from bench import tune
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        source = args.from_json.resolve().relative_to(root).as_posix()
+    except ValueError:
+        raise ArkdmaError(f"{args.from_json} is not in the checkout: commit the run under bench/results/ first, so "
+                          "the table's rows can name it") from None
+    try:
+        result = json.loads(args.from_json.read_text())
+        rows = tune.table_rows(result, args.decision, source, args.device)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ArkdmaError(f"{args.from_json} is not a run of `arkdma bench tune --json`: {exc}") from exc
+    if not rows:
+        raise ArkdmaError(f"{args.from_json} has no rows for {args.decision}")
+    path = TABLES / f"{args.decision}.json"
+    table = json.loads(path.read_text())
+    table["rows"] = [r for r in table["rows"] if r.get("source") != source] + rows
+    path.write_text(json.dumps(table, indent=1) + "\n")
+    console.print(f"{path.name}: {len(rows)} rows from {source}")
     return 0

@@ -273,13 +273,16 @@ class GemvMmaConfig:
 
 
 # --- the variant ---------------------------------------------------------------------------------------------------
-def _weights(model, m: int, n: int, k: int, lda: int, w: int, dtype: str, b: Tensor, device: str) -> dict:
-    """A weight-streaming tile of `w` columns over K = k (A's rows lda apart): gemv_mma or gemv, with its constants.
-    `preload`: B is an input no op writes, so the tile's first slices may load before the tile's waits."""
+def _weights(model, m: int, n: int, k: int, lda: int, w: int, dtype: str, b: Tensor, device: str,
+             tile: str | None = None) -> dict:
+    """A weight-streaming tile of `w` columns over K = k (A's rows lda apart): gemv_mma or gemv (`tile`, else the
+    measured choice), with its constants. `preload`: B is an input no op writes, so the tile's first slices may load
+    before the tile's waits."""
     e = 16 // DTYPE_BYTES[dtype]
     vec = k % e == 0 and n % e == 0 and lda % e == 0
     preload = all(op.output != b.id for op in model.ops)
-    if vec and skinny_mma(m, n, k, dtype, device):
+    mma = skinny_mma(m, n, k, dtype, device) if tile is None else tile == "gemv_mma"
+    if vec and mma:
         gm = GemvMmaConfig.of(m, w)
         return {"template": "gemv_mma", "block": [m, w], "stages": gm.stages, "smem": gm.smem(), "preload": preload}
     g = GemvConfig.of(dtype, m, w)
@@ -287,9 +290,22 @@ def _weights(model, m: int, n: int, k: int, lda: int, w: int, dtype: str, b: Ten
             "smem": g.smem(dtype), "preload": preload}
 
 
-def _sm90(bm: int, bn: int, k: int, tiles: int, num_sms: int) -> dict:
+def _sm90(bm: int, bn: int, k: int, tiles: int, num_sms: int, loader: str | None = None) -> dict:
+    if loader is None:
+        loader = "tma" if sm90_tma(tiles, num_sms) else "cp.async"
     return {"template": "matmul_sm90", "block": [bm, bn], "stages": sm90_stages(bm, bn, k),
-            "smem": matmul_sm90_smem(bm, bn, k), "loader": "tma" if sm90_tma(tiles, num_sms) else "cp.async"}
+            "smem": matmul_sm90_smem(bm, bn, k), "loader": loader}
+
+
+def sm90_blocks_for(m: int, n: int) -> tuple[tuple[int, int], ...]:
+    """SM90_BLOCKS the matrix would leave no more than half empty (as sm90_matmul_block weighs them)."""
+    return tuple((bm, bn) for bm, bn in SM90_BLOCKS if (bm == 64 or 2 * m > bm) and (bn == 64 or 2 * n > bn))
+
+
+def wmma_blocks_for(m: int, n: int) -> tuple[tuple[int, int], ...]:
+    """matmul.cuh's blocks: each side a power of two from 16 (rows) or 32 (columns) to MATMUL_TILE."""
+    rows = [b for b in (16, 32, 64, 128) if b <= max(16, 1 << (m - 1).bit_length())]
+    return tuple((bm, bn) for bm in rows for bn in (32, 64, 128))
 
 
 class Matmul(OpSpec):
@@ -317,6 +333,32 @@ class Matmul(OpSpec):
         return fused.apply_epilogue(op.attr("epilogue"), args[0] @ args[1], args[2:])
 
     def variant(self, model, op: Op, device) -> dict:
+        return self._variant(model, op, device, {})
+
+    def knobs(self, model, op: Op, device) -> dict[str, tuple]:
+        """The wgmma tile: its block and loader; a skinny matmul: FMA or tensor-core tile and its width; any other:
+        matmul.cuh's block. (Split-K parts: none.)"""
+        a, b = (model.tensors[i] for i in op.inputs[:2])
+        m, k, n = a.rows, a.cols, b.cols
+        if op.attr("k_splits"):
+            return {}
+        if sm90_matmul_block(m, n, k, a.dtype, device.num_sms, device.wgmma) is not None:
+            return {"block": sm90_blocks_for(m, n), "loader": ("tma", "cp.async")}
+        if skinny(m):
+            mma = a.dtype in ("bf16", "fp16") and k % 8 == 0 and n % 8 == 0
+            return {"tile": ("gemv", "gemv_mma") if mma else ("gemv",), "width": SKINNY_WIDTHS}
+        return {"block": wmma_blocks_for(m, n)}
+
+    def tuned(self, model, op: Op, device, knobs: dict) -> dict:
+        allowed = self.knobs(model, op, device)
+        for name, value in knobs.items():
+            value = tuple(value) if isinstance(value, list) else value
+            if name not in allowed or value not in allowed[name]:
+                raise ModelError(f"matmul (op {op.id}): knob {name}={value!r} is not one of its choices "
+                                 f"{ {k: list(v) for k, v in allowed.items()} }")
+        return self._variant(model, op, device, {k: tuple(v) if isinstance(v, list) else v for k, v in knobs.items()})
+
+    def _variant(self, model, op: Op, device, knobs: dict) -> dict:
         a, b = (model.tensors[i] for i in op.inputs[:2])
         m, k, n = a.rows, a.cols, b.cols
         sms, wgmma = device.num_sms, device.wgmma
@@ -329,14 +371,15 @@ class Matmul(OpSpec):
             return {**_sm90(bm, bn, kp, parts * -(-m // bm) * -(-n // bn), sms), "k_splits": parts}
         block = sm90_matmul_block(m, n, k, a.dtype, sms, wgmma)
         if block is not None:
-            bm, bn = block
+            bm, bn = knobs.get("block", block)
             wbn = min(bn, 128)
-            return {**_sm90(bm, bn, k, -(-m // bm) * -(-n // bn), sms),
+            return {**_sm90(bm, bn, k, -(-m // bm) * -(-n // bn), sms, knobs.get("loader")),
                     "fallback": {"template": "matmul_wmma", "block": [bm, wbn],
                                  "stages": matmul_stages(a.dtype, bm, wbn), "smem": matmul_smem(a.dtype, bm, wbn)}}
         if skinny(m):
-            return _weights(model, m, n, k, k, skinny_cols(n, sms), a.dtype, b, device.name)
-        bm, bn = matmul_block(m, n, sms)
+            return _weights(model, m, n, k, k, knobs.get("width", skinny_cols(n, sms)), a.dtype, b, device.name,
+                            knobs.get("tile"))
+        bm, bn = knobs.get("block", matmul_block(m, n, sms))
         return {"template": "matmul_wmma", "block": [bm, bn], "stages": matmul_stages(a.dtype, bm, bn),
                 "smem": matmul_smem(a.dtype, bm, bn), "vec": k % 8 == 0 and n % 8 == 0}
 

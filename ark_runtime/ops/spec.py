@@ -59,6 +59,16 @@ class OpSpec:
     def variant(self, model: Model, op: Op, device: DeviceSpec) -> dict:
         return {"template": self.kind}
 
+    def knobs(self, model: Model, op: Op, device: DeviceSpec) -> dict[str, tuple]:
+        """The choices of `variant` a tuner may set for this op, each with the values it may take (none: {})."""
+        return {}
+
+    def tuned(self, model: Model, op: Op, device: DeviceSpec, knobs: dict) -> dict:
+        """The variant with `knobs` (some of `knobs()`'s, each one of its values) set rather than chosen."""
+        if knobs:
+            raise ModelError(f"{self.kind} (op {op.id}) has no knobs to set, not {', '.join(knobs)}")
+        return self.variant(model, op, device)
+
     def tiles(self, tm: TileMaker, op: Op, v: dict) -> None:
         raise NotImplementedError
 

@@ -78,7 +78,9 @@ def _collected(kernel: ResidentKernel, dma: DmaEngine | None, go_signal: GoSigna
 class Runtime:
     def __init__(self, model: Model, *, engine: str | None = "auto", bind: dict | None = None,
                  sms: int | None = None, budget_s: float = 10.0, copy_path: str = "auto", placement: str = "cost",
-                 fuse_chains: bool = True, split_k: bool | None = None):
+                 fuse_chains: bool = True, split_k: bool | None = None, knobs: dict | None = None):
+        """`knobs`: per op (by the name of the tensor it writes, in the model as run), some of its spec's knobs set
+        rather than chosen ({"h": {"block": (128, 128), "loader": "tma"}}: what a tuner tries; OpSpec.knobs)."""
         import cupy
 
         from driver.gpu.launch import require_gpu
@@ -97,6 +99,9 @@ class Runtime:
             raise LoopError(f"split_k is True, False or None (None: ${SPLIT_K_ENV}, on unless 0), not {split_k!r}")
         if not isinstance(fuse_chains, bool):
             raise LoopError(f"fuse_chains is True or False, not {fuse_chains!r}")
+        if knobs is not None and (not isinstance(knobs, dict) or not all(
+                isinstance(k, str) and isinstance(v, dict) for k, v in knobs.items())):
+            raise LoopError(f"knobs is a dict of tensor names to dicts of knob values, not {knobs!r}")
         if engine not in (None, "none", "auto", *DMA_ENGINES):
             raise LoopError(f"engine {engine!r} cannot take copies from GPU code; use one of "
                             f"{', '.join(DMA_ENGINES)}, 'auto' or None")
@@ -124,7 +129,8 @@ class Runtime:
         self.device_name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         hopper = cupy.cuda.Device().compute_capability == "90"  # wgmma: sm_90a only
         self._spec = DeviceSpec(name=device_family(self.device_name), num_sms=num_sms, wgmma=hopper)
-        self._options = LowerOptions(fuse_chains=fuse_chains, split_k=split_k, placement=placement)
+        self._options = LowerOptions(fuse_chains=fuse_chains, split_k=split_k, placement=placement,
+                                     knobs=tuple((name, tuple(v.items())) for name, v in (knobs or {}).items()))
         self.graph_ahead = False  # graph copies launched ahead, held at a gate (_start; copy.cuh)
         self._paths_by_name, self._dma = choose_copy_paths(model, engine, copy_path)
         try:

@@ -157,3 +157,86 @@ def test_the_program_arrays_come_with_the_plan():
     again = build_program(lw.plan, lw.source.op_cases)
     assert (lw.program.ins == again.ins).all() and (lw.program.stream_start == again.stream_start).all()
     assert (lw.program.members == again.members).all() and lw.program.num_counters == again.num_counters
+
+
+def test_a_tuners_knobs_set_the_variant_and_bad_ones_are_refused():
+    from ark_runtime.ops import spec
+
+    m = models.matmul(2048)
+    device = DeviceSpec(num_sms=132)
+    plain = lower(m, device, LowerOptions(split_k=False))
+    op = plain.model.ops[0]
+    knobs = spec("matmul").knobs(plain.model, op, device)
+    assert set(knobs) == {"block", "loader"} and (128, 256) in knobs["block"]
+    name = plain.model.tensors[op.output].name
+    for block in knobs["block"]:
+        for loader in knobs["loader"]:
+            lw = lower(m, device, LowerOptions(split_k=False, knobs=((name, (("block", block), ("loader", loader))),)))
+            v = lw.plan.variants[0]
+            assert tuple(v["block"]) == block and v["loader"] == loader
+            assert len(lw.plan.tiles) == -(-2048 // block[0]) * -(-2048 // block[1])
+    with pytest.raises(LowerError, match=r"knob block=\(96, 96\) is not one of its choices"):
+        lower(m, device, LowerOptions(split_k=False, knobs=((name, (("block", (96, 96)),)),)))
+    with pytest.raises(LowerError, match="knob stages=3 is not one of its choices"):
+        lower(m, device, LowerOptions(split_k=False, knobs=((name, (("stages", 3),)),)))
+    with pytest.raises(LowerError, match="knobs name nothing, which no op"):
+        lower(m, device, LowerOptions(knobs=(("nothing", (("block", (64, 64)),)),)))
+
+
+def test_specs_without_knobs_refuse_them():
+    from ark_runtime.model import ModelError
+    from ark_runtime.ops import spec
+
+    m = Model("u")
+    x = m.unary("neg", m.input("x", (4, 8)))
+    with pytest.raises(ModelError, match="unary .* has no knobs to set, not block"):
+        spec("unary").tuned(m, m.ops[0], SMALL, {"block": (1, 1)})
+    assert spec("unary").knobs(m, m.ops[0], SMALL) == {} and x
+
+
+@pytest.mark.parametrize(("rows", "dtype", "want"), [(8, "bf16", {"tile", "width"}), (64, "fp32", {"block"})])
+def test_skinny_and_wmma_matmuls_offer_their_knobs(rows, dtype, want):
+    from ark_runtime.ops import spec
+
+    m = models.mlp(rows, hidden=256, inner=512, dtype=dtype)
+    device = DeviceSpec(num_sms=132, wgmma=dtype != "fp32")
+    runs = lower(m, device, LowerOptions(split_k=False)).model
+    knobs = spec("matmul").knobs(runs, runs.ops[0], device)
+    assert set(knobs) == want
+    name = runs.tensors[runs.ops[0].output].name
+    choice = {k: v[-1] for k, v in knobs.items()}
+    lw = lower(m, device, LowerOptions(split_k=False, knobs=((name, tuple(choice.items())),)))
+    v = lw.plan.variants[0]
+    if "tile" in choice:
+        assert v["template"] == choice["tile"] and v["block"][1] == choice["width"]
+    else:
+        assert tuple(v["block"]) == choice["block"]
+
+
+def _every_knob_setting(m: Model, device: DeviceSpec):
+    from itertools import product
+
+    from ark_runtime.ops import spec
+
+    runs = lower(m, device, LowerOptions(split_k=False)).model
+    op = runs.ops[0]
+    knobs = spec("matmul").knobs(runs, op, device)
+    name = runs.tensors[op.output].name
+    for values in product(*knobs.values()):
+        yield name, tuple(zip(knobs, values))
+
+
+@pytest.mark.parametrize(("model", "wgmma"), [
+    (lambda: models.matmul(1024), True),  # the wgmma tile's blocks and loaders
+    (lambda: models.mlp(64, hidden=256, inner=512, dtype="fp32"), False),  # matmul.cuh's blocks
+    (lambda: models.mlp(8, hidden=256, inner=512), True),  # the skinny tiles and widths
+], ids=["wgmma", "wmma", "skinny"])
+def test_every_knob_setting_compiles(model, wgmma):
+    from driver.gpu import compile
+    from ark_runtime.kernel.codegen import INCLUDE_DIR
+
+    device = DeviceSpec(num_sms=132, wgmma=wgmma)
+    m = model()
+    for name, knobs in _every_knob_setting(m, device):
+        lw = lower(m, device, LowerOptions(split_k=False, knobs=((name, knobs),)))
+        assert compile.cubin(lw.source.text, "sm_90a", (f"-I{INCLUDE_DIR}",))[:4] == b"\x7fELF", knobs

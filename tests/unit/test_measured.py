@@ -17,15 +17,23 @@ TABLES = sorted(measured.TABLES.glob("*.json"))
 
 
 def _at(data, path: str):
-    """`rows[model=mlp-b8].arkdma_us` or `thr4-b1.us` inside a loaded JSON document."""
-    for part in path.split("."):
-        m = re.fullmatch(r"(\w+)\[(\w+)=([\w.-]+)\]", part)
+    """`rows[model=mlp-b8].arkdma_us`, `rows[id=...cp.async].us` or `thr4-b1.us` inside a loaded JSON document: a
+    selection's value runs to its closing bracket (dots and all)."""
+    while path:
+        m = re.match(r"(\w+)\[(\w+)=([^\]]+)\]\.?", path)
         if m:
             key, field, value = m.groups()
             data = next(r for r in data[key] if str(r[field]) == value)
         else:
-            data = data[part]
+            m = re.match(r"([^.]+)\.?", path)
+            data = data[m.group(1)]
+        path = path[m.end():]
     return data
+
+
+def test_a_selection_may_hold_dots():
+    doc = {"rows": [{"id": "a-loader=cp.async", "us": 3.5}], "thr4-b1": {"us": 2.0}}
+    assert _at(doc, "rows[id=a-loader=cp.async].us") == 3.5 and _at(doc, "thr4-b1.us") == 2.0
 
 
 @pytest.mark.parametrize("path", TABLES, ids=[p.stem for p in TABLES])
