@@ -152,9 +152,12 @@ class Model:
         projections make them; with Sq < Skv the queries are the last Sq positions. The result is q's shape."""
         return self.op("attention", q, k, v, heads=heads, causal=causal, **({} if kv_heads is None else {"kv_heads": kv_heads}))
 
-    def rope(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-        """Rotary embedding of x [..., S, D] with cos/sin [S, D/2]."""
-        return self.op("rope", x, cos, sin)
+    def rope(self, x: Tensor, cos: Tensor, sin: Tensor, style: str = "interleaved",
+             head_dim: int | None = None) -> Tensor:
+        """Rotary embedding of x [..., S, heads * head_dim] with cos/sin [S, head_dim / 2] (head_dim: x's last axis
+        unless given), columns (2j, 2j+1) of each head turned together, or (j, j + head_dim/2) with style="half"
+        (Hugging Face's rotate_half)."""
+        return self.op("rope", x, cos, sin, style=style, head_dim=head_dim)
 
     def embedding(self, table: Tensor, ids: Tensor) -> Tensor:
         """Rows of table [V, D] picked by ids [...] (int32) -> [..., D]."""

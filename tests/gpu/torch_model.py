@@ -26,10 +26,17 @@ def _attention(torch, q, k, v, heads: int, causal: bool):
     return out.transpose(1, 2).reshape(q.shape)
 
 
-def _rope(torch, x, cos, sin):
-    """Columns 2j and 2j + 1 turned together by cos and sin[..., j]."""
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+def _rope(torch, x, cos, sin, style: str = "interleaved", head_dim: int | None = None):
+    """Each head's columns 2j and 2j + 1 (style "half": j and j + D/2, as transformers' rotate_half) turned together
+    by cos and sin[..., j]."""
+    hd = x.shape[-1] if head_dim is None else head_dim
+    xh = x.unflatten(-1, (x.shape[-1] // hd, hd))  # [..., S, heads, D]
+    cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)
+    if style == "half":
+        x1, x2 = xh[..., :hd // 2], xh[..., hd // 2:]
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2)
+    x1, x2 = xh[..., 0::2], xh[..., 1::2]
+    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-3)
 
 
 def apply(torch, op: Op, args: list):
@@ -58,7 +65,7 @@ def apply(torch, op: Op, args: list):
     if op.kind == "attention":
         return _attention(torch, *args, heads=op.attr("heads"), causal=op.attr("causal", True))
     if op.kind == "rope":
-        return _rope(torch, *args)
+        return _rope(torch, *args, style=op.attr("style", "interleaved"), head_dim=op.attr("head_dim"))
     if op.kind == "embedding":
         table, ids = args
         return table[ids.long()]

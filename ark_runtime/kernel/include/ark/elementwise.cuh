@@ -125,6 +125,38 @@ __device__ void rope_tile(const T* x, const T* cos_, const T* sin_, T* out, int 
   }
 }
 
+/* x [..., S, heads * D] with cos/sin [S, D/2], each head's D columns turned by the angles of position r % S: with
+ * HALF (Hugging Face's rotate_half) columns j and j + D/2 of a head by angle j, else columns 2j and 2j+1 (heads start
+ * at multiples of D, which is even, so a pair never straddles two heads). Element by element: the tile reads the
+ * whole heads it writes a part of (ops/rope.py). */
+template <typename T, bool HALF>
+__device__ void rope_heads_tile(const T* x, const T* cos_, const T* sin_, T* out, int seq, int cols, int head_dim,
+                                int r0, int r1, int c0, int c1) {
+  const int w = c1 - c0;
+  const int half = head_dim / 2;
+  const long long n = (long long)(r1 - r0) * w;
+  for (long long i = threadIdx.x; i < n; i += blockDim.x) {
+    const int r = r0 + (int)(i / w), c = c0 + (int)(i % w);
+    const int j = c % head_dim;  // the column within its head
+    const long long row = (long long)r * cols;
+    const long long angles = (long long)(r % seq) * half;
+    float y;
+    if (HALF) {
+      const int k = j < half ? j : j - half;  // the angle's index
+      const long long first = row + (c - j) + k;  // column k of the head: the pair is (first, first + half)
+      const float x1 = ld(x, first), x2 = ld(x, first + half);
+      const float cs = ld(cos_, angles + k), sn = ld(sin_, angles + k);
+      y = j < half ? x1 * cs - x2 * sn : x2 * cs + x1 * sn;
+    } else {
+      const int k = j / 2;
+      const float x1 = ld(x, row + (c & ~1)), x2 = ld(x, row + (c | 1));
+      const float cs = ld(cos_, angles + k), sn = ld(sin_, angles + k);
+      y = (c & 1) ? x1 * sn + x2 * cs : x1 * cs - x2 * sn;
+    }
+    st(out, row + c, y);
+  }
+}
+
 }  // namespace ark
 
 #endif
