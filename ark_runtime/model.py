@@ -163,6 +163,10 @@ class Model:
         """Rows of table [V, D] picked by ids [...] (int32) -> [..., D]."""
         return self.op("embedding", table, ids)
 
+    def cast(self, x: Tensor, dtype: str) -> Tensor:
+        """x as `dtype` (fp32, fp16, bf16), from a float or int32, each value rounded to nearest even."""
+        return self.op("cast", x, dtype=dtype)
+
     def copy(self, x: Tensor, placement: str = "host") -> Tensor:
         """x copied to `placement` ("host": pinned host memory), by DMA from inside the running kernel."""
         return self.op("copy", x, placement=placement)

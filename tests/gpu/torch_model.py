@@ -71,6 +71,8 @@ def apply(torch, op: Op, args: list):
         return table[ids.long()]
     if op.kind == "copy":
         return args[0].clone()
+    if op.kind == "cast":
+        return args[0].to(torch_dtype(torch, op.attr("dtype")))
     raise ValueError(f"op {op.id} has kind {op.kind!r}, which a model is not written with")
 
 
