@@ -167,6 +167,10 @@ class Model:
         """x as `dtype` (fp32, fp16, bf16), from a float or int32, each value rounded to nearest even."""
         return self.op("cast", x, dtype=dtype)
 
+    def transpose(self, x: Tensor) -> Tensor:
+        """x [..., A, B] -> [..., B, A], a new tensor (tied embeddings: h @ m.transpose(table))."""
+        return self.op("transpose", x)
+
     def copy(self, x: Tensor, placement: str = "host") -> Tensor:
         """x copied to `placement` ("host": pinned host memory), by DMA from inside the running kernel."""
         return self.op("copy", x, placement=placement)

@@ -73,6 +73,8 @@ def apply(torch, op: Op, args: list):
         return args[0].clone()
     if op.kind == "cast":
         return args[0].to(torch_dtype(torch, op.attr("dtype")))
+    if op.kind == "transpose":
+        return args[0].transpose(-1, -2).contiguous()
     raise ValueError(f"op {op.id} has kind {op.kind!r}, which a model is not written with")
 
 
