@@ -171,6 +171,11 @@ class Model:
         """x [..., A, B] -> [..., B, A], a new tensor (tied embeddings: h @ m.transpose(table))."""
         return self.op("transpose", x)
 
+    def argmax(self, x: Tensor) -> Tensor:
+        """The index of the largest element over the last axis, int32 [..., 1]: the lowest index among equals, the
+        first NaN where a row has one (NumPy's argmax)."""
+        return self.op("argmax", x)
+
     def copy(self, x: Tensor, placement: str = "host") -> Tensor:
         """x copied to `placement` ("host": pinned host memory), by DMA from inside the running kernel."""
         return self.op("copy", x, placement=placement)

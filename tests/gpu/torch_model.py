@@ -75,6 +75,8 @@ def apply(torch, op: Op, args: list):
         return args[0].to(torch_dtype(torch, op.attr("dtype")))
     if op.kind == "transpose":
         return args[0].transpose(-1, -2).contiguous()
+    if op.kind == "argmax":
+        return torch.argmax(args[0], dim=-1, keepdim=True).to(torch.int32)
     raise ValueError(f"op {op.id} has kind {op.kind!r}, which a model is not written with")
 
 
