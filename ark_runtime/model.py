@@ -176,6 +176,10 @@ class Model:
         first NaN where a row has one (NumPy's argmax)."""
         return self.op("argmax", x)
 
+    def slice(self, x: Tensor, start: int, stop: int) -> Tensor:
+        """Columns [start, stop) of x's last axis, a new tensor [..., stop - start]."""
+        return self.op("slice", x, start=start, stop=stop)
+
     def copy(self, x: Tensor, placement: str = "host") -> Tensor:
         """x copied to `placement` ("host": pinned host memory), by DMA from inside the running kernel."""
         return self.op("copy", x, placement=placement)

@@ -77,6 +77,8 @@ def apply(torch, op: Op, args: list):
         return args[0].transpose(-1, -2).contiguous()
     if op.kind == "argmax":
         return torch.argmax(args[0], dim=-1, keepdim=True).to(torch.int32)
+    if op.kind == "slice":
+        return args[0][..., op.attr("start"):op.attr("stop")].contiguous()
     raise ValueError(f"op {op.id} has kind {op.kind!r}, which a model is not written with")
 
 
