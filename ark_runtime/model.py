@@ -180,6 +180,10 @@ class Model:
         """Columns [start, stop) of x's last axis, a new tensor [..., stop - start]."""
         return self.op("slice", x, start=start, stop=stop)
 
+    def concat(self, a: Tensor, b: Tensor) -> Tensor:
+        """a [..., Da] and b [..., Db] joined along the last axis -> [..., Da + Db], a new tensor."""
+        return self.op("concat", a, b)
+
     def copy(self, x: Tensor, placement: str = "host") -> Tensor:
         """x copied to `placement` ("host": pinned host memory), by DMA from inside the running kernel."""
         return self.op("copy", x, placement=placement)

@@ -79,6 +79,8 @@ def apply(torch, op: Op, args: list):
         return torch.argmax(args[0], dim=-1, keepdim=True).to(torch.int32)
     if op.kind == "slice":
         return args[0][..., op.attr("start"):op.attr("stop")].contiguous()
+    if op.kind == "concat":
+        return torch.cat(args, dim=-1)
     raise ValueError(f"op {op.id} has kind {op.kind!r}, which a model is not written with")
 
 
