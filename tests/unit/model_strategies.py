@@ -1,11 +1,14 @@
 """Random models for Hypothesis: chains of every op kind on small shapes, mixing broadcasts and reuse, in one
-float dtype (fp32 unless asked)."""
+float dtype (fp32 unless asked). Every tensor the chain goes on with has the first input's shape and dtype; ops that
+change either come back to it (a cast and its way back, argmax's index as a factor, a transpose transposed again, a
+row sliced in two and joined again), and casts and argmax read the input, whose values every implementation holds
+alike, so they round and pick alike."""
 
 from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from ark_runtime.model import Model
+from ark_runtime.model import FLOAT_DTYPES, Model
 
 
 @st.composite
@@ -17,10 +20,12 @@ def models(draw, dtype: str = "fp32"):
     gamma, beta = m.input("g", (cols,), dtype), m.input("b", (cols,), dtype)
     cos, sin = m.input("cos", (rows, cols // 2), dtype), m.input("sin", (rows, cols // 2), dtype)
     table, ids = m.input("table", (11, cols), dtype), m.input("ids", (rows,), "int32")
+    cos_h, sin_h = m.input("cos_h", (rows, cols // 4), dtype), m.input("sin_h", (rows, cols // 4), dtype)  # two heads
     for _ in range(draw(st.integers(1, 8))):
         a = draw(st.sampled_from(pool))
         kind = draw(st.sampled_from(["unary", "binary", "bcast", "matmul", "softmax", "rmsnorm", "reduce",
-                                     "attention", "layernorm", "rope", "embedding", "copy"]))
+                                     "attention", "layernorm", "rope", "embedding", "copy", "rope_heads", "cast",
+                                     "argmax", "transpose", "slice_concat"]))
         if kind == "unary":
             out = m.unary(draw(st.sampled_from(["gelu", "neg", "exp"])), a)
         elif kind == "binary":
@@ -41,6 +46,17 @@ def models(draw, dtype: str = "fp32"):
             out = m.add(m.embedding(table, ids), a)
         elif kind == "copy":
             out = m.copy(a, "host")
+        elif kind == "rope_heads":
+            out = m.rope(a, cos_h, sin_h, style=draw(st.sampled_from(["half", "interleaved"])), head_dim=cols // 2)
+        elif kind == "cast":
+            out = m.cast(m.cast(pool[0], draw(st.sampled_from([d for d in FLOAT_DTYPES if d != dtype]))), dtype)
+        elif kind == "argmax":
+            out = m.mul(a, m.cast(m.argmax(pool[0]), dtype))
+        elif kind == "transpose":
+            out = m.transpose(m.transpose(a))
+        elif kind == "slice_concat":
+            k = draw(st.integers(1, cols - 1))
+            out = m.concat(m.slice(a, 0, k), m.slice(draw(st.sampled_from(pool)), k, cols))
         elif kind == "reduce":
             m.reduce("max", a)
             continue
