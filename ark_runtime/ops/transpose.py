@@ -34,8 +34,8 @@ class Transpose(OpSpec):
 
     def variant(self, model, op: Op, device) -> dict:
         """Tiles of about equal size that fill the SMs: whole matrices, `matrices` to a tile, where one is smaller
-        than that (and than a block of MAX_EDGE x MAX_EDGE); else square blocks of the output, `edge` a power of two from
-        32 to MAX_EDGE."""
+        than that (and than a block of MAX_EDGE x MAX_EDGE); else square blocks of the output, `edge` a power of two
+        from 32 to MAX_EDGE."""
         x = model.tensors[op.inputs[0]]
         a, b = x.shape[-2:]
         per_tile = max(MIN_TILE_ELEMENTS, math.ceil(x.elements / device.num_sms))

@@ -88,7 +88,8 @@ def test_other_styles_and_heads_are_kept_and_choose_the_heads_tile():
     assert dict(m.ops[0].attrs) == {"style": "half", "head_dim": 16}
     lw = lower(m, DeviceSpec(num_sms=16), LowerOptions(), cache=False)
     assert lw.plan.variants == [{"template": "rope_heads_tile", "style": "half", "head_dim": 16}]
-    assert "ark::rope_heads_tile<__half, true>(" in lw.source.text and ", 37, 64, 16, r0, r1, c0, c1);" in lw.source.text
+    text = lw.source.text
+    assert "ark::rope_heads_tile<__half, true>(" in text and ", 37, 64, 16, r0, r1, c0, c1);" in text
     m = _model((2, 37, 64), 16, "interleaved")
     assert dict(m.ops[0].attrs) == {"head_dim": 16}
     assert "ark::rope_heads_tile<float, false>(" in lower(m, DeviceSpec(num_sms=4), cache=False).source.text

@@ -56,14 +56,15 @@ def _assert_tiles_cover_once_and_read_their_block(m, sms):
         if m1 - m0 == 1:  # a block of one matrix: x rows i (its columns), x columns j (its rows)
             assert (r.r0, r.r1, r.c0, r.c1) == (m0 * a + w.c0, m0 * a + w.c1, w.r0 - m0 * b, w.r1 - m0 * b)
         else:  # whole matrices
-            assert (w.r0 % b, w.r1 % b, w.c0, w.c1) == (0, 0, 0, a) and (r.r0, r.r1, r.c0, r.c1) == (m0 * a, m1 * a, 0, b)
+            assert (w.r0 % b, w.r1 % b, w.c0, w.c1) == (0, 0, 0, a)
+            assert (r.r0, r.r1, r.c0, r.c1) == (m0 * a, m1 * a, 0, b)
     assert (hits == 1).all()
 
 
-@pytest.mark.parametrize("shape, sms, want", [((100, 3, 5), 8, {"matrices": 136}), ((1000, 7, 9), 132, {"matrices": 32}),
-                                              ((33, 4100), 1, {"matrices": 1}),
-                                              ((2, 33, 4100), 8, {"edge": 256}), ((2000, 600), 1, {"edge": 1024}), ((333, 4100), 8, {"edge": 512}),
-                                              ((2, 97, 300), 132, {"edge": 64}), ((32000, 4096), 132, {"edge": 1024})])
+@pytest.mark.parametrize("shape, sms, want", [
+    ((100, 3, 5), 8, {"matrices": 136}), ((1000, 7, 9), 132, {"matrices": 32}), ((33, 4100), 1, {"matrices": 1}),
+    ((2, 33, 4100), 8, {"edge": 256}), ((2000, 600), 1, {"edge": 1024}), ((333, 4100), 8, {"edge": 512}),
+    ((2, 97, 300), 132, {"edge": 64}), ((32000, 4096), 132, {"edge": 1024})])
 def test_tiles_fill_the_sms_cover_the_output_once_and_read_their_block(shape, sms, want):
     m = _model(shape, "bf16")
     assert choose_variants(m, DeviceSpec(num_sms=sms)) == [{"template": "transpose_tile", **want}]

@@ -16,7 +16,9 @@ template <> __device__ __forceinline__ __nv_bfloat16 cast_int<__nv_bfloat16>(int
 template <typename TO, typename TI> __device__ __forceinline__ TO cast_value(const TI* x, long long i) {
   return from_float<TO>(ld(x, i));
 }
-template <typename TO> __device__ __forceinline__ TO cast_value(const int* x, long long i) { return cast_int<TO>(x[i]); }
+template <typename TO> __device__ __forceinline__ TO cast_value(const int* x, long long i) {
+  return cast_int<TO>(x[i]);
+}
 
 /* out[r][c] = x[r][c] as TO for rows [r0, r1), columns [c0, c1) of the 2-D view (both tensors `cols` wide). */
 template <typename TI, typename TO>
