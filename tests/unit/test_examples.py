@@ -85,3 +85,26 @@ def test_loop_model_example_runs_on_a_gpu(capsys):
     assert main(["--seq", "64", "--hidden", "256", "--heads", "4", "--iterations", "5"]) == 0
     out = capsys.readouterr().out
     assert "largest error against float64" in out and "copy of" in out and "iteration" in out
+
+
+@pytest.mark.parametrize("args, says", [(["--new", "0"], "must be at least 1"), (["--prompt", "x"], "invalid int")])
+def test_generate_example_refuses_bad_arguments(args, says, capsys):
+    from examples.generate import parse
+
+    with pytest.raises(SystemExit):
+        parse(args)
+    assert says in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_generate_example_runs_on_a_gpu(capsys):
+    pytest.importorskip("transformers", reason="the `torch` extra (PyTorch, transformers) is not installed")
+    from driver.gpu.launch import gpu_unavailable_reason
+    from examples.generate import main
+
+    reason = gpu_unavailable_reason()
+    if reason:
+        pytest.skip(f"needs a CUDA GPU: {reason}")
+    assert main(["--tiny", "--prompt", "8", "--new", "12"]) == 0
+    out = capsys.readouterr().out
+    assert "tokens/s" in out and "greedy tokens equal to PyTorch's" in out
