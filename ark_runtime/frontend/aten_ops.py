@@ -62,8 +62,10 @@ def assertion(w, op, a):
 def reshape(w, op, a):
     x = a["self"]
     shape = w.out_shape
-    if isinstance(x, Lazy) and not x.made:
-        return Lazy(shape, x.dtype, w.origin, lambda: force(reshape(w, op, {**a, "self": force(x)})))
+    if w.pending(x):
+        if x.has("scores") or x.has("probs"):
+            return w.view_of(x, None)  # on its way to attention: keeps its tag
+        return w.lazy(shape, x.dtype, lambda: force(reshape(w, op, {**a, "self": force(x)})))
     x = force(x)
     view = w.apply_view(x, lambda t: t.view(shape))
     if view is not None:
@@ -343,8 +345,8 @@ def _matmul(w, x: Val, weight: Const, bias, transposed: bool):
         wt = w.const_tensor(weight, dtype)
     elif w.linear_weights == "transpose":
         if not w.caps.transpose:
-            raise w.refuse("linear_weights='transpose' needs a transpose op this runtime's Model does not have yet "
-                           "(Model.transpose); import with the default linear_weights='copy'", supported="")
+            raise w.refuse("linear_weights='transpose' is not supported yet: this runtime's Model has no transpose "
+                           "op (Model.transpose); import with the default linear_weights='copy'", supported="")
         wt = w.rec.call("transpose", w.const_tensor(weight, dtype))
     elif weight.root is not None:  # the weight PyTorch holds is [N, K]: bound transposed, a copy made once
         wt = w.rec.constant(weight.value.t(), dtype, w.base_name(weight) + "_t", weight.root,

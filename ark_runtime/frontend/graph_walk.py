@@ -111,6 +111,9 @@ class Walk:
         """A view op on an activation (a Lazy one: when it is made): the same model tensor under a new view; ops that
         return several views (split) return a tuple."""
         if self.pending(x):
+            if (x.has("scores") or x.has("probs")) and isinstance(self.out, torch.Tensor) \
+                    and self.out.numel() == math.prod(x.shape):
+                return Lazy(self.out_shape, x.dtype, self.origin, x.make, x.tag)  # still on its way to attention
             return self.lazy(self.out_shape, x.dtype, lambda: self.view_of(force(x), fn))
         x = force(x)
         numel = math.prod(x.tensor.shape)
@@ -202,9 +205,11 @@ def walk(w: Walk, module, graph, inputs: dict) -> list:
     raise w.refuse("a graph without an output node", supported="")
 
 
-def _unmapped(w: Walk, node, why: str):
+def _unmapped(w: Walk, node, why: str, inputs=()):
+    """Values that refuse if needed; an input that already refuses gives its error (the first op not mapped)."""
     val = node.meta.get("val")
-    error = w.refuse(why)
+    upstream = [v.error for v in _leaves(inputs) if isinstance(v, Lazy) and v.error is not None]
+    error = upstream[0] if upstream else w.refuse(why)
     if isinstance(val, (tuple, list)):
         return tuple(failing(getattr(v, "shape", ()), getattr(v, "dtype", None), w.origin, error) for v in val)
     return failing(getattr(val, "shape", ()), getattr(val, "dtype", None), w.origin, error)
@@ -222,14 +227,14 @@ def call(w: Walk, module, node, env):
         values = [v for v in _leaves((args, kwargs)) if isinstance(v, Val)]
         if all(isinstance(v, Const) for v in values):
             return _wrap(w, target(*_raw(args, False), **_raw(kwargs, False)), None, ())
-        return _unmapped(w, node, f"a call of {target!r}, which is no ATen op")
+        return _unmapped(w, node, f"a call of {target!r}, which is no ATen op", (args, kwargs))
     values = [v for v in _leaves((args, kwargs)) if isinstance(v, Val)]
     name = target._schema.name.split("::")[-1]
     if all(isinstance(v, Const) for v in values) and name not in ("_assert_tensor_metadata",):
         return _fold(w, target, args, kwargs)
     handler = HANDLERS.get(name)
     if handler is None:
-        return _unmapped(w, node, f"{name} is not mapped onto the runtime's ops")
+        return _unmapped(w, node, f"{name} is not mapped onto the runtime's ops", (args, kwargs))
     w.name = name
     try:
         return handler(w, target, bind_schema(target, args, kwargs))
@@ -264,7 +269,8 @@ def _inline(w: Walk, module, node, args):
     """A higher-order op that runs its body under a grad or autocast mode: the body walked as if inline."""
     name = node.target.name()
     if name not in MODE_HOPS:
-        return _unmapped(w, node, f"the higher-order op {name} (control flow or a wrapped region) is not mapped")
+        return _unmapped(w, node, f"the higher-order op {name} (control flow or a wrapped region) is not mapped",
+                         args)
     k = next((i for i, a in enumerate(args) if isinstance(a, torch.fx.GraphModule)), None)
     if k is None:
         raise w.refuse(f"{name} without a body")

@@ -90,9 +90,11 @@ class Imported:
         ordered = {k: kwargs[k] for k in example_kwargs if k in kwargs}
         leaves, spec = pytree.tree_flatten((tuple(args), ordered))
         if spec != in_spec:
+            how = (f"got {len(args)} positional, keywords {sorted(kwargs)}" if len(args) != len(example_args)
+                   or set(kwargs) != set(example_kwargs) else "a list, tuple or dict where the example had a tensor, "
+                   "or the other way round")
             raise FrontendError(f"the arguments do not have the structure of the example the module was exported with "
-                                f"({len(example_args)} positional, keywords {sorted(example_kwargs)}): got "
-                                f"{len(args)} positional, keywords {sorted(kwargs)}")
+                                f"({len(example_args)} positional, keywords {sorted(example_kwargs)}): {how}")
         given = dict(zip(self.user_inputs, leaves))
         for name, fixed in self.specialized.items():
             if given[name] != fixed:

@@ -80,19 +80,21 @@ class Act(Val):
 
 
 class Lazy(Val):
-    __slots__ = ("make", "made")
+    __slots__ = ("make", "made", "error")
 
-    def __init__(self, shape, dtype, origin: Origin, make: Callable[[], Act], tag: tuple | None = None):
+    def __init__(self, shape, dtype, origin: Origin, make: Callable[[], Act], tag: tuple | None = None,
+                 error: FrontendError | None = None):
         super().__init__(shape, dtype, origin, tag)
         self.make = make
         self.made: Act | None = None
+        self.error = error  # what forcing it raises, where that is known before (an op not mapped)
 
 
 def failing(shape, dtype, origin: Origin, error: FrontendError, tag: tuple | None = None) -> Lazy:
     """A value that raises `error` if anything needs it (an op not mapped, unless a pattern takes it whole)."""
     def make():
         raise error
-    return Lazy(shape, dtype, origin, make, tag)
+    return Lazy(shape, dtype, origin, make, tag, error)
 
 
 def force(v: Val) -> Act | Const:
