@@ -123,10 +123,12 @@ def _import(ep, module, name: str, linear_weights: str) -> Imported:
             label = identifier(path) if path and path[0].isalpha() else f"output_{path}".rstrip("_")
             value = force(value) if value is not None else None
             if isinstance(value, Const) and not value.is_tensor:
-                raise refuse(origin, f"output {path or 0} is the number {value.value!r}, not a tensor", supported="")
+                raise refuse(origin, f"output {label} is the number {value.value!r}, not a tensor", supported="")
             if value is None:
-                raise refuse(origin, f"output {path or 0} is None", supported="")
-            a = rowwise(w, as_act(w, value, f"output {path}"), f"output {path}")
+                raise refuse(origin, f"output {label} is None", supported="")
+            a = as_act(w, value, f"output {label}")
+            if not views.is_plain(a.view, tuple(a.tensor.shape)):  # the same elements in the same order: as it is
+                a = rowwise(w, a, f"output {label}")
             t = a.tensor
             if t.producer is None:  # an argument or constant returned as it is: the model's outputs are computed
                 t = rec.call("unary", "identity", t)
