@@ -267,10 +267,11 @@ def reduce(w, op, a):
     _last(w, dim, x, "reduction")
     if a.get("dtype") is not None and a["dtype"] != x.dtype:
         raise w.refuse(f"{name} with dtype={a['dtype']}")
+
     def make():
         xa = rowwise(w, x, f"the {name}'s input")
         t = w.rec.call("reduce", REDUCE[name], xa.tensor)
-        return Act(t, w.plain_view(t), x.dtype, w.origin)
+        return Act(t, w.plain_view(), x.dtype, w.origin)
     out = w.lazy(w.out_shape, x.dtype, make) if w.pending(x) else make()
     if name == "mean" and x.has("square") and a.get("keepdim"):
         out.tag = ("mean_square", x.tag[1])
@@ -354,7 +355,7 @@ def _matmul(w, x: Val, weight: Const, bias, transposed: bool):
     else:
         wt = w.rec.constant(weight.value.t(), dtype, w.base_name(weight) + "_t")
     t = w.rec.call("matmul", xa.tensor, wt)
-    out = Act(t, w.plain_view(t, x.shape[:-1] + (t.shape[-1],)), x.dtype, w.origin)
+    out = Act(t, w.plain_view(x.shape[:-1] + (t.shape[-1],)), x.dtype, w.origin)
     if bias is not None:
         out = elementwise.run(w, "binary", "add", [out, bias], out.shape, out.dtype)
     return out
@@ -397,7 +398,7 @@ def embedding(w, op, a):
         raise w.refuse("embedding ids laid out as a view of another tensor")
     dtype = w.float_dtype(table.dtype, "the embedding table")
     t = w.rec.call("embedding", w.const_tensor(table, dtype), ia.tensor)
-    return Act(t, w.plain_view(t, w.out_shape), table.dtype, w.origin)
+    return Act(t, w.plain_view(w.out_shape), table.dtype, w.origin)
 
 
 @handles("scaled_dot_product_attention")
@@ -427,4 +428,4 @@ def cat(w, op, a):
     t = tensors[0]
     for nxt in tensors[1:]:
         t = w.rec.call("concat", t, nxt)
-    return Act(t, w.plain_view(t, w.out_shape), w.out.dtype, w.origin)
+    return Act(t, w.plain_view(w.out_shape), w.out.dtype, w.origin)

@@ -58,7 +58,7 @@ class Walk:
         finally:
             self.origin, self.out, self.name, self.rec.current = saved
 
-    # --- errors and dtypes ----------------------------------------------------------------------------------------------
+    # --- errors and dtypes -------------------------------------------------------------------------------------------
     def refuse(self, what: str, supported: str = SUPPORTED):
         return refuse(self.origin, what, supported)
 
@@ -80,7 +80,7 @@ class Walk:
     def out_shape(self) -> tuple[int, ...]:
         return tuple(self.out.shape)
 
-    # --- constants --------------------------------------------------------------------------------------------------
+    # --- constants ---------------------------------------------------------------------------------------------------
     def base_name(self, c: Const) -> str:
         return c.root[1] if c.root is not None else f"const_{c.origin.node}"
 
@@ -88,7 +88,7 @@ class Walk:
         return self.rec.constant(c.value, dtype, self.base_name(c), c.root, c.steps, shape=shape,
                                  made_by=c.origin.node)
 
-    # --- values -----------------------------------------------------------------------------------------------------
+    # --- values ------------------------------------------------------------------------------------------------------
     def lazy(self, shape, dtype, make, tag=None) -> Lazy:
         """A value made by `make` when needed, as if at this node (errors and provenance name it)."""
         origin, out, name = self.origin, self.out, self.name
@@ -101,7 +101,8 @@ class Walk:
     def pending(self, *operands) -> bool:
         return any(isinstance(v, Lazy) and v.made is None for v in operands)
 
-    def plain_view(self, t, shape=None) -> View:
+    def plain_view(self, shape=None) -> View:
+        """The value as its model tensor reshaped (the node's own shape by default)."""
         return views.plain(tuple(shape if shape is not None else self.out_shape))
 
     def apply_view(self, x: Act, fn) -> View | None:

@@ -54,7 +54,8 @@ class InputBinding:
 @dataclass(frozen=True)
 class OutputBinding:
     """One output of the module: the model tensor that holds it, its place in the module's output (a pytree path such
-    as "logits"), and its shape as PyTorch returns it (the model's drops leading axes of 1; same elements, same order)."""
+    as "logits"), and its shape as PyTorch returns it (the model's drops leading axes of 1: same elements, same
+    order)."""
 
     name: str
     path: str
@@ -138,9 +139,11 @@ class Imported:
             else:
                 t = replay(self._torch_tensor(b.source, b.target).detach(), b.steps)
             out[b.name] = t
-        if device is None:
-            placed = [t.device for b, t in zip(self.inputs, out.values()) if b.source is not Source.CONSTANT]
-            device = placed[0] if placed else torch.device("cpu")
+        if device is None:  # where the module's tensors are, else where the arguments are
+            held = [t.device for b, t in zip(self.inputs, out.values())
+                    if b.source in (Source.PARAMETER, Source.BUFFER)]
+            given = [t.device for b, t in zip(self.inputs, out.values()) if b.source is Source.USER_INPUT]
+            device = (held or given or [torch.device("cpu")])[0]
         return {name: t.to(device) for name, t in out.items()}
 
     # --- float64 reference -------------------------------------------------------------------------------------------

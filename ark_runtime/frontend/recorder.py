@@ -56,7 +56,7 @@ class Recorder:
         self.current = Origin("", "", "")
         self._inputs: dict[tuple, Tensor] = {}
 
-    # --- building ---------------------------------------------------------------------------------------------------
+    # --- building ----------------------------------------------------------------------------------------------------
     def call(self, method: str, *args, **kwargs) -> Tensor:
         """A model op through the Model's own method (`op`, `matmul`, `cast`, ...), checked now, replayed later."""
         t = getattr(self.scratch, method)(*args, **kwargs)
@@ -106,7 +106,7 @@ class Recorder:
         binding = InputBinding("", Source.CONSTANT, made_by or self.current.node, shape, dtype, (), True, tensor=value)
         return self.input(base, binding, ("const", dtype, shape, digest))
 
-    # --- the model returned --------------------------------------------------------------------------------------------
+    # --- the model returned ------------------------------------------------------------------------------------------
     def finish(self, outputs: list[tuple[Tensor, str]]
                ) -> tuple[Model, list[InputBinding], dict[str, Origin], list[str]]:
         """The model with only what `outputs` (scratch tensors, each with the name it takes) depend on, its inputs'

@@ -77,7 +77,8 @@ def rotate_half(x):
 class Block(nn.Module):
     def __init__(self, e: int, heads: int, kv_heads: int, d: int, s: int, causal: bool, sdpa: bool, rotary: bool):
         super().__init__()
-        self.heads, self.kv_heads, self.d, self.causal, self.sdpa, self.rotary = heads, kv_heads, d, causal, sdpa, rotary
+        self.heads, self.kv_heads, self.d = heads, kv_heads, d
+        self.causal, self.sdpa, self.rotary = causal, sdpa, rotary
         self.q, self.o = nn.Linear(e, heads * d), nn.Linear(heads * d, e, bias=False)
         self.k, self.v = nn.Linear(e, kv_heads * d), nn.Linear(e, kv_heads * d)
         angles = torch.rand(s, d // 2) * 6
