@@ -195,6 +195,7 @@ def test_a_cast_maps_only_where_the_model_has_one():
         return
     imported = ark_runtime.from_torch(Upcast().eval(), (x,))
     assert "cast" in {op.kind for op in imported.model.ops}
+    assert abs(imported.reference(x)[0] - (x.double() * 2).numpy()).max() == 0
 
 
 class Stack(nn.Module):
@@ -213,6 +214,12 @@ def test_cat_off_the_last_axis_is_refused_and_on_it_needs_concat():
     if not capabilities().concat:
         _refused(r"^aten::cat .*not supported yet: .*Model\.concat",
                  lambda: ark_runtime.from_torch(Stack(-1).eval(), (x,)))
+        return
+    module = Stack(-1).eval()
+    imported = ark_runtime.from_torch(module, (x,))
+    assert "concat" in {op.kind for op in imported.model.ops}
+    with torch.no_grad():
+        assert abs(imported.reference(x)[0] - module(x).double().numpy()).max() < 1e-5
 
 
 def test_bind_checks_the_arguments():
