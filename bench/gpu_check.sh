@@ -3,7 +3,9 @@
 # failures, `arkdma bench dma`, `arkdma bench interference` and `arkdma demo`. Every step is bounded by
 # its own timeout (tests and demo stay under 6 minutes; all four under 11); logs, JSON and plots go to OUTDIR, step times to
 # OUTDIR/steps.txt. STEPs (default all: tests dma interference demo) pick some of them, e.g. the peer rows
-# on a two-GPU machine: `bench/gpu_check.sh OUTDIR tests interference`.
+# on a two-GPU machine: `bench/gpu_check.sh OUTDIR tests interference`. The runtime's steps, not in the default:
+# runtime-tests (the loop-kernel GPU tests, one process, each test bounded), loop (`bench loop`), plan (`bench plan
+# --runtime`), tune (`bench tune`), generate (examples/generate.py --tiny).
 #
 #   bench/gpu_check.sh OUTDIR [STEP...]
 #
@@ -52,6 +54,34 @@ if wants tests; then
     ARKDMA_REQUIRE_GPU=1 step tests 300 $python -m pytest -q -rsfE -p no:cacheprovider -m "not slow" "${ignore[@]}" \
         tests >>"$out/tests.log" 2>&1
     grep -aE "^(FAILED|ERROR)|passed|failed" "$out/tests.log" | tail -25
+fi
+
+if wants runtime-tests; then
+    # one process (every loop kernel is cooperative: two at once would wait for each other), each test bounded, so a
+    # kernel that never leaves costs one test, not the run
+    ARKDMA_REQUIRE_GPU=1 step runtime-tests 540 $python -m pytest -q -rsfE -p no:cacheprovider -n 0 -m gpu \
+        --timeout=90 --timeout-method=thread tests/gpu tests/unit/test_examples.py >"$out/runtime_tests.log" 2>&1
+    grep -aE "^(FAILED|ERROR)|passed|failed|Timeout" "$out/runtime_tests.log" | tail -25
+fi
+
+if wants loop; then
+    step "bench loop" 420 $arkdma bench loop --json "$out/loop.json" --plot "$out/loop.png" >"$out/loop.log" 2>&1
+    cut -c1-200 "$out/loop.log" | tail -20
+fi
+
+if wants plan; then
+    step "bench plan" 120 $arkdma bench plan --runtime --json "$out/plan_scale.json" >"$out/plan_scale.log" 2>&1
+    tail -8 "$out/plan_scale.log"
+fi
+
+if wants tune; then
+    step "bench tune" 420 $arkdma bench tune --json "$out/tune.json" >"$out/tune.log" 2>&1
+    tail -20 "$out/tune.log"
+fi
+
+if wants generate; then
+    step generate 300 $python -m examples.generate --tiny --new 64 >"$out/generate.log" 2>&1
+    tail -5 "$out/generate.log"
 fi
 
 if wants dma; then

@@ -5,7 +5,7 @@
     imported.bind(input_ids)            # every model input's tensor: parameters where PyTorch holds them
 
 `from_torch` (torch_export.py) goes through torch.export; torch is imported only when it is called, so the runtime
-imports without it. `docs/runtime.md` ("From PyTorch") lists what maps and what is refused.
+imports without it. hf_decode.py builds Hugging Face causal LMs' prefill and decode step, with their caches as states. `docs/runtime.md` ("From PyTorch") lists what maps and what is refused.
 """
 
 from ark_runtime.frontend.errors import FrontendError
