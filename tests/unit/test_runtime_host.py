@@ -750,7 +750,7 @@ def test_an_overlap_hidden_behind_a_longer_span_is_found():
     from ark_runtime.runtime.tensors import TensorMemory, overlapping_binds
 
     m = Model("hidden")
-    big, small = m.input("big", (64, 8)), m.input("small", (1, 8))
+    _, small = m.input("big", (64, 8)), m.input("small", (1, 8))
     out = m.unary("neg", small)
     m.output(out)
     # big spans everything; small (an input) sits at its start; the output lies inside big, past small
