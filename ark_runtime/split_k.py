@@ -3,9 +3,9 @@ as written (after fusion.py).
 
 A matmul of M x K by K x N whose wgmma tiles would fill at most half the SMs (a transformer block's projections at
 short sequences, an MLP's down projection at small batch) leaves most SMs idle through all of K; a skinny one
-(gemv.cuh, gemv_mma.cuh) whose tiles would be narrower than 128 columns streams its weights slower. `split_k` gives it
-S parts (tiling.k_splits): the matmul op, with attribute `k_splits`, writes each part's fp32 sums to rows s * M ..
-of a new tensor `<name>.parts` (S * M x N, GPU memory), and a `split_sum` op adds the parts in order into the
+(gemv.cuh, gemv_mma.cuh) whose tiles would be narrower than 128 columns streams its weights slower. `split_k` gives
+it S parts (ops/matmul.py's k_splits): the matmul op, with attribute `k_splits`, writes each part's fp32 sums to rows
+s * M .. of a new tensor `<name>.parts` (S * M x N, GPU memory), and a `split_sum` op adds the parts in order into the
 original output (same name, dtype and place). Every other op, and every tensor a user can bind or read, is as
 before; fp32 partial sums keep the accumulation at least as exact as one tile's.
 """

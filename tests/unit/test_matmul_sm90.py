@@ -66,7 +66,7 @@ def _grid(k: int, dtype: str = "bf16") -> Model:
     (8192, 8192, 8192, "fp32", 132, None),  # tensor-core types only
     (8192, 8190, 8192, "bf16", 132, None),  # N: 16-byte rows of B
     (8192, 8192, 8100, "bf16", 132, None),  # K: 16-byte rows of A
-    (4, 8192, 8192, "bf16", 132, None),  # up to 16 rows the weight-streaming tiles' (tiling.skinny)
+    (4, 8192, 8192, "bf16", 132, None),  # up to 16 rows the weight-streaming tiles' (ops/matmul.py's skinny)
     (5, 8192, 8192, "bf16", 132, None),
     (16, 16384, 4096, "bf16", 132, None),
     (17, 8192, 8192, "bf16", 132, (64, 64)),  # 128 tiles of 64 x 64; a 128-row block would be mostly zeros

@@ -6,7 +6,7 @@
  * elements wide where Q's and the output's are E.
  *
  * bf16/fp16 (`attention_tile`): tensor cores (mma.sync m16n8k16, fp32 accumulation). A tile of BQ queries (16, 32
- * or 64; tiling.py picks it) has G = BQ / 16 groups of 16 query rows; the CTA's 8 warps are G groups x S = 8 / G
+ * or 64; ops/attention.py picks it) has G = BQ / 16 groups of 16 query rows; the CTA's 8 warps are G groups x S = 8 / G
  * key splits: warp w works on group w % G and, of every stage of KB = S x KW keys, on the KW keys of split w / G.
  * Q (BQ x D) and the stages of K and V (KB x D each) are copied into shared memory with cp.async (16-byte pieces
  * where rows are aligned, else element by element), STAGES (2, or 1 where two do not fit) stages in flight; rows
@@ -41,7 +41,7 @@ namespace ark {
 constexpr int ATT_WARPS = 8;
 constexpr int ATT_STAGE_BUDGET = 80 * 1024;  // bytes for the stages of K and V in flight
 
-/* The tile's constants for head dimension D and BQ queries (codegen.py's attention_shape mirrors this). */
+/* The tile's constants for head dimension D and BQ queries (ops/attention.py's AttentionShape mirrors this). */
 template <int D, int BQ>
 struct AttnShape {
   static_assert(BQ == 16 || BQ == 32 || BQ == 64, "16, 32 or 64 queries a tile");

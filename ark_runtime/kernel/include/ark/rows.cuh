@@ -2,7 +2,7 @@
  * whose out-of-range id is reported instead of read.
  *
  * Reductions, softmax and the norms give each row a team of NT threads (a warp, up to the whole CTA; the generated
- * code picks NT from the row's length and the tile's rows, tiling.row_team): the CTA works on TEAMS = 256 / NT
+ * code picks NT from the row's length and the tile's rows, ops/blocks.py's row_team): the CTA works on TEAMS = 256 / NT
  * rows at a time. A thread holds its part of the row in registers as loaded, in 16-byte pieces (V elements) where
  * rows are 16-byte aligned (COLS a multiple of V), else element by element: piece c of a row (c = tid, tid + NT,
  * ...; consecutive threads, consecutive pieces) up to NV pieces (64 bytes, or 16 elements). A row that fits (the
@@ -30,7 +30,7 @@ constexpr int ROW_THREADS = 256;
 constexpr int ROW_WARPS = ROW_THREADS / 32;
 constexpr int ROW_SMEM = 2 * ROW_WARPS * 4 * 4;  // bytes: two rounds' slots of 4 floats per warp
 
-/* A row of COLS elements of T for a team of NT threads (tiling.py's row_team mirrors V, MAXC). */
+/* A row of COLS elements of T for a team of NT threads (ops/blocks.py's row_team mirrors V, MAXC). */
 template <typename T, int COLS, int NT>
 struct RowShape {
   static_assert(NT % 32 == 0 && ROW_THREADS % NT == 0, "a team is whole warps of the CTA");
