@@ -200,16 +200,22 @@ class Model:
             raise ModelError(f"model {self.name!r}: " + "; ".join(found[:6])
                              + (f" (and {len(found) - 6} more)" if len(found) > 6 else ""))
 
-    def write(self, state: Tensor, value: Tensor, row=0) -> Tensor:
+    def write(self, state: Tensor, value: Tensor, row=0, stride: int | None = None) -> Tensor:
         """`value`'s rows into rows [row, row + value's rows) of `state` (both in their 2-D views, the same columns),
-        in place; `row` an int or an int32 tensor of one element the GPU holds (a position that moves). Returns the
-        state as written, for the ops that read it after."""
+        in place; `row` an int or an int32 tensor of one element the GPU holds (a position that moves). With
+        `stride`, `row` an int32 tensor of one element per value row: value row i into state row
+        i * stride + row[i] (a batch of sequences, each its own block of `stride` rows, each at its own position).
+        Returns the state as written, for the ops that read it after."""
         if isinstance(row, Tensor):
-            return self.op("write", state, value, row)
+            return self.op("write", state, value, row, **({} if stride is None else {"stride": stride}))
+        if stride is not None:
+            raise ModelError(f"write: stride={stride!r} goes with a row tensor of one element per value row, not "
+                             f"row={row!r}")
         return self.op("write", state, value, row=row)
 
     def count(self, state: Tensor, by: int = 1) -> Tensor:
-        """An int32 state of one element raised by `by` in place (a position, a step): returns it as raised."""
+        """An int32 state raised by `by` in place, every element (a position, a step, a position per sequence):
+        returns it as raised."""
         return self.op("count", state, by=by)
 
     def as_json(self) -> dict:

@@ -106,9 +106,10 @@ class Attention(OpSpec):
             raise ModelError(f"attention takes q, k, v and perhaps a length tensor, not {len(inputs)} tensors")
         no_attrs("attention", attrs, ("heads", "kv_heads", "causal"))
         q, k, v = inputs[:3]
-        if len(inputs) == 4 and (inputs[3].dtype != "int32" or inputs[3].elements != 1):
-            raise ModelError(f"attention: the length {inputs[3].name} must be an int32 tensor of one element, not "
-                             f"{inputs[3].dtype} {inputs[3].shape}")
+        batches = q.rows // q.shape[-2] if len(q.shape) >= 2 else 1
+        if len(inputs) == 4 and (inputs[3].dtype != "int32" or inputs[3].elements not in (1, batches)):
+            raise ModelError(f"attention: the length {inputs[3].name} must be an int32 tensor of one element, or of "
+                             f"one per sequence ({batches}), not {inputs[3].dtype} {inputs[3].shape}")
         require_float("attention", q)
         same_dtype("attention", q, k)
         same_dtype("attention", q, v)
@@ -136,17 +137,22 @@ class Attention(OpSpec):
         return Built(q.shape, q.dtype, {"heads": heads, "causal": causal, **extra})
 
     def reference(self, op: Op, args: list[np.ndarray]) -> np.ndarray:
-        length = None
-        if len(args) == 4:
-            length = float(np.asarray(args[3]).reshape(-1)[0])
-            if np.isnan(length):  # not yet written (reference.run_plan)
-                return np.full(np.shape(args[0]), np.nan)
-            sq, skv = np.shape(args[0])[-2], np.shape(args[1])[-2]
+        kw = dict(heads=op.attr("heads"), causal=op.attr("causal", True), kv_heads=op.attr("kv_heads"))
+        if len(args) < 4:
+            return reference_attention(*args, **kw)
+        q, k, v = (np.asarray(a) for a in args[:3])
+        lengths = np.asarray(args[3], np.float64).reshape(-1)
+        if np.isnan(lengths).any():  # not yet written (reference.run_plan)
+            return np.full(q.shape, np.nan)
+        sq, skv = q.shape[-2], k.shape[-2]
+        for length in lengths:
             if length != int(length) or not sq <= length <= skv:
-                raise BadIndex(f"attention (op {op.id}): length {length:g} is not in {sq}..{skv} (its queries "
-                               "to its keys)")
-        return reference_attention(*args[:3], heads=op.attr("heads"), causal=op.attr("causal", True),
-                                   kv_heads=op.attr("kv_heads"), length=length)
+                raise BadIndex(f"attention (op {op.id}): length {length:g} is not in {sq}..{skv} (its queries to "
+                               "its keys)")
+        q3, k3, v3 = q.reshape(-1, sq, q.shape[-1]), k.reshape(-1, skv, k.shape[-1]), v.reshape(-1, skv, v.shape[-1])
+        out = np.stack([reference_attention(q3[b], k3[b], v3[b], length=lengths[b if lengths.size > 1 else 0], **kw)
+                        for b in range(q3.shape[0])])
+        return out.reshape(q.shape)
 
     def bad_index(self, op: Op, detail: int) -> str:
         return (f"its length, {detail - 1}, is not between its queries and its keys" if detail else
@@ -198,7 +204,8 @@ class Attention(OpSpec):
         kv = f"base_kv, r0 - base, r1 - base, c0, col0_kv, {seq_kv - seq}"
         keys = str(seq_kv)
         if len(op.inputs) == 4:  # the keys there, read at run time: the queries are the last of them
-            base += (f" const int keys = *(const volatile int*)T[{op.inputs[3]}];\n"
+            each = " + r0 / " + str(seq) if e.tensor(op.inputs[3]).elements > 1 else ""
+            base += (f" const int keys = *((const volatile int*)T[{op.inputs[3]}]{each});\n"
                      f"      if (keys < {seq} || keys > {seq_kv}) "
                      "return ((unsigned long long)ark::FAULT_BAD_INDEX << 32) | (unsigned)(keys < 0 ? 0 : keys + 1);")
             kv = f"base_kv, r0 - base, r1 - base, c0, col0_kv, keys - {seq}"

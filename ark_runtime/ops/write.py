@@ -1,5 +1,7 @@
 """A state written in place: `value`'s rows into rows [row, row + n) of the state (2-D views, the same columns), at a
-row given as an int or read from an int32 tensor the GPU holds (a KV cache's position). The output is the state as
+row given as an int or read from an int32 tensor the GPU holds (a KV cache's position). With a row tensor of one
+element per value row and a `stride`, value row i goes to row i * stride + rows[i] instead: one position per
+sequence of a batch, each sequence's cache `stride` rows of the state. The output is the state as
 written (its memory is the state's: Tensor.alias); ops after it in the model read what it wrote, ops before it read
 what it wrote the iteration before. A row outside the state faults the kernel (BAD_INDEX) and raises BadIndex in the
 reference."""
@@ -32,12 +34,21 @@ class Write(OpSpec):
             raise ModelError(f"write: {value.name} {value.shape} {value.dtype} does not fit rows of {state.name} "
                              f"{state.shape} {state.dtype}: give the state's dtype and last axis, and no more rows")
         if len(inputs) == 3:
-            no_attrs("write", attrs)
+            no_attrs("write", attrs, ("stride",))
             row = inputs[2]
-            if row.dtype != "int32" or row.elements != 1:
-                raise ModelError(f"write: the row {row.name} must be an int32 tensor of one element, not {row.dtype} "
-                                 f"{row.shape}")
-            extra = {}
+            if row.dtype != "int32" or row.elements not in (1, value.rows):
+                raise ModelError(f"write: the row {row.name} must be an int32 tensor of one element, or of one per "
+                                 f"value row ({value.rows}), not {row.dtype} {row.shape}")
+            stride = attrs.get("stride")
+            if row.elements > 1 or stride is not None:
+                if row.elements != value.rows or isinstance(stride, bool) or not isinstance(stride, int) \
+                        or not 1 <= stride or value.rows * stride > state.rows:
+                    raise ModelError(f"write: a row per value row takes stride, the rows of each sequence's block "
+                                     f"(value rows x stride within the state's {state.rows}), not stride={stride!r} "
+                                     f"with {row.elements} rows for {value.rows} value rows")
+                extra = {"stride": stride}
+            else:
+                extra = {}
         else:
             no_attrs("write", attrs, ("row",))
             r = attrs.get("row", 0)
@@ -51,6 +62,17 @@ class Write(OpSpec):
         state, value = args[:2]
         out = np.array(state, dtype=np.float64, copy=True)
         flat, rows = out.reshape(-1, state.shape[-1]), np.asarray(value).reshape(-1, state.shape[-1])
+        if len(args) == 3 and op.attr("stride") is not None:  # one row per value row
+            wanted = np.asarray(args[2], np.float64).reshape(-1)
+            if np.isnan(wanted).any():  # not yet written (reference.run_plan): nothing known
+                return np.full_like(out, np.nan)
+            stride = op.attr("stride")
+            for i, r in enumerate(wanted):
+                if r != int(r) or not 0 <= r < stride:
+                    raise BadIndex(f"write (op {op.id}): row {r:g} of value row {i} is outside its block of "
+                                   f"{stride} rows")
+                flat[i * stride + int(r)] = rows[i]
+            return out
         if len(args) == 3:
             r = float(np.asarray(args[2]).reshape(-1)[0])
             if np.isnan(r):  # not yet written (reference.run_plan): nothing known
@@ -68,7 +90,8 @@ class Write(OpSpec):
             "the write's row is below 0"
 
     def variant(self, model, op: Op, device) -> dict:
-        return {"template": "write_rows", "row": "tensor" if len(op.inputs) == 3 else "constant"}
+        row = "constant" if len(op.inputs) == 2 else "each" if op.attr("stride") is not None else "tensor"
+        return {"template": "write_rows" if row != "each" else "write_each_row", "row": row}
 
     def tiles(self, tm, op: Op, v: dict) -> None:
         state, value = tm.ins[:2]
@@ -85,6 +108,11 @@ class Write(OpSpec):
     def emit(self, e, op: Op, v: dict) -> str:
         state, value = e.tensor(op.inputs[0]), e.tensor(op.inputs[1])
         ct = e.ctype(state)
+        if v["row"] == "each":
+            return (f"{{ const int bad = ark::write_each_row<{ct}>({e.ptr(value.id)}, ({ct}*)T[{op.output}], "
+                    f"{state.cols}, (const int*)T[{op.inputs[2]}], {value.rows}, {op.attr('stride')});"
+                    + ("\n      __threadfence_system();" if state.placement == "host" else "") + "\n"
+                    "      if (bad) return ((unsigned long long)ark::FAULT_BAD_INDEX << 32) | (unsigned)bad; }")
         if len(op.inputs) == 3:
             where = f"*(const int*)T[{op.inputs[2]}]"
             rows = f"0, {value.rows}"

@@ -80,3 +80,28 @@ def test_stream_yields_each_row_of_a_host_ring_as_the_kernel_counts_it(gpu):
         assert got == list(range(1, 41))
         rt.run(3)
         assert [int(row[0]) for row in rt.stream("ring", "hpos")] == [41, 42, 43]
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_a_batch_of_sequences_each_at_its_own_position(gpu, dtype):
+    """Four sequences, each appended at its own position the kernel counts on and attended over its own length: the
+    output and both caches after each run against the reference over as many steps."""
+    from ark_runtime.runtime import Runtime
+    from tests.unit.test_states import batched_decode_step
+
+    m = batched_decode_step(batch=4, capacity=32, heads=8, kv_heads=2, d=64, dtype=dtype)
+    inputs = {**_inputs(m, 7), "pos": np.array([0, 5, 17, 2], np.int32)}
+    ids = {t.name: t.id for t in m.tensors}
+    with Runtime(m) as rt:
+        for name, value in inputs.items():
+            rt.set(name, value)
+        for n in (1, 3, 9):
+            rt.run(n - (rt.iterations_done or 0))
+            rt.wait()
+            want = evaluate(m, _rounded(m, inputs), iterations=n)
+            got = rt.get(m.tensors[m.outputs[0]].name).astype(np.float64)
+            assert np.abs(got - want[m.outputs[0]]).max() / max(1.0, float(np.abs(want[m.outputs[0]]).max())) \
+                <= TOL[dtype], n
+            assert rt.get("pos").tolist() == [n, 5 + n, 17 + n, 2 + n]
+            for cache in ("cache_k", "cache_v"):
+                assert np.abs(rt.get(cache).astype(np.float64) - want[ids[cache]]).max() <= TOL[dtype] * 4, cache

@@ -100,8 +100,13 @@ def test_static_rows_write_their_rows_only():
     (lambda m: m.write(m.state("s", (4, 4)), m.input("v", (2, 4)), row=3), r"row=3 must be an int in 0..2"),
     (lambda m: m.write(m.state("s", (4, 4)), m.input("v", (2, 4)), row=-1), r"row=-1"),
     (lambda m: m.write(m.state("s", (4, 4)), m.input("v", (2, 4)), m.input("r", (1,))), "must be an int32"),
-    (lambda m: m.write(m.state("s", (4, 4)), m.input("v", (2, 4)), m.input("r", (2,), "int32")), "of one element"),
-    (lambda m: m.count(m.state("s", (1,))), "must be an int32 state of one element"),
+    (lambda m: m.write(m.state("s", (4, 4)), m.input("v", (2, 4)), m.input("r", (3,), "int32")),
+     "of one element, or of one per value row"),
+    (lambda m: m.write(m.state("s", (4, 4)), m.input("v", (2, 4)), m.input("r", (2,), "int32")), "takes stride"),
+    (lambda m: m.op("write", m.state("s", (4, 4)), m.input("v", (2, 4)), m.input("r", (2,), "int32"), stride=3),
+     "value rows x stride within the state's 4"),
+    (lambda m: m.count(m.state("s", (1,))), "must be an int32 state"),
+    (lambda m: m.write(m.state("s", (4, 4)), m.input("v", (2, 4)), row=1, stride=2), "goes with a row tensor"),
     (lambda m: m.count(m.input("p", (1,), "int32")), "p is not a state"),
     (lambda m: m.count(m.state("p", (1,), "int32"), by=2.5), "by=2.5"),
 ])
@@ -233,3 +238,79 @@ def test_a_ring_on_the_host_fills_a_row_an_iteration_in_the_reference():
     write = next(t for t in lw.plan.tiles if lw.model.ops[t["op"]].kind == "write")
     count = [t for t in lw.plan.tiles if lw.model.ops[t["op"]].kind == "count"][-1]
     assert write["id"] in lw.plan.deps[count["id"]]  # the host's count moves after the row is written
+
+
+def batched_decode_step(batch: int = 3, capacity: int = 6, heads: int = 4, kv_heads: int = 2, d: int = 8,
+                        dtype: str = "fp32") -> Model:
+    """A token a step for each of `batch` sequences, each at its own position (states the host may set apart): k
+    and v appended to each sequence's block of the caches, every position counted, each sequence's query over its
+    own keys so far."""
+    m = Model("batched-decode")
+    x = m.input("x", (batch, 1, heads * d), dtype)
+    wq, wk, wv = (m.input(n, (heads * d, dd), dtype) for n, dd in (("wq", heads * d), ("wk", kv_heads * d),
+                                                                   ("wv", kv_heads * d)))
+    ck = m.state("cache_k", (batch, capacity, kv_heads * d), dtype)
+    cv = m.state("cache_v", (batch, capacity, kv_heads * d), dtype)
+    pos = m.state("pos", (batch,), "int32")
+    q, k, v = m.matmul(x, wq), m.matmul(x, wk), m.matmul(x, wv)
+    ck2, cv2 = m.write(ck, k, pos, stride=capacity), m.write(cv, v, pos, stride=capacity)
+    length = m.count(pos)
+    m.output(m.op("attention", q, ck2, cv2, length, heads=heads, kv_heads=kv_heads, causal=True))
+    return m
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 9), st.integers(1, 3), st.lists(st.integers(0, 2), min_size=3, max_size=3), st.integers(0, 3))
+def test_a_batch_of_sequences_at_their_own_positions_is_each_sequence_alone(sms, steps, starts, seed):
+    """The batched step after `steps` iterations is, sequence by sequence, the one-sequence step run from that
+    sequence's own start; and the plan tile by tile in a random order is the reference."""
+    m = batched_decode_step()
+    inputs = {**_inputs(m, seed), "pos": np.array(starts, np.int32)}
+    rng = np.random.default_rng(seed + 10)
+    inputs["cache_k"] = rng.standard_normal((3, 6, 16)) * 0.3
+    inputs["cache_v"] = rng.standard_normal((3, 6, 16)) * 0.3
+    want = evaluate(m, inputs, iterations=steps)
+    lw = lower(m, DeviceSpec(num_sms=sms))
+    got = run_plan(lw.plan, lw.model, inputs, seed=seed, iterations=steps)
+    assert np.allclose(got[lw.model.outputs[0]], want[m.outputs[0]], rtol=1e-12, atol=1e-12)
+    one = batched_decode_step(batch=1)
+    for b, start in enumerate(starts):
+        alone = {**inputs, "x": inputs["x"][b:b + 1], "pos": np.array([start], np.int32),
+                 "cache_k": inputs["cache_k"][b:b + 1], "cache_v": inputs["cache_v"][b:b + 1]}
+        assert np.allclose(evaluate(one, alone, iterations=steps)[one.outputs[0]][0], want[m.outputs[0]][b])
+
+
+def test_a_sequence_past_its_block_is_refused_in_the_reference():
+    m = batched_decode_step(capacity=3)
+    inputs = {**_inputs(m), "pos": np.array([0, 2, 1], np.int32)}
+    evaluate(m, inputs, iterations=1)
+    with pytest.raises(BadIndex, match="row 3 of value row 1 is outside its block of 3 rows"):
+        evaluate(m, inputs, iterations=2)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_the_batched_decode_step_compiles(dtype):
+    from driver.gpu import compile
+
+    lw = lower(batched_decode_step(d=64, dtype=dtype), DeviceSpec(num_sms=132))
+    text = lw.source.text
+    assert "ark::write_each_row<" in text and " + r0 / 1);" in text and "i < 3; i += blockDim.x" in text
+    assert compile.cubin(text, "sm_90a", (f"-I{INCLUDE_DIR}",))[:4] == b"\x7fELF"
+
+
+def test_each_sequence_writes_its_own_row_of_its_own_block():
+    m = Model("each")
+    cache = m.state("cache", (2, 5, 4))
+    rows = m.state("rows", (2,), "int32")
+    v = m.input("v", (2, 4))
+    m.output(m.reduce("sum", m.op("write", cache, m.unary("neg", v), rows, stride=5)))
+    inputs = {"cache": np.zeros((2, 5, 4)), "rows": np.array([3, 1], np.int32), "v": np.arange(8.0).reshape(2, 4)}
+    values = evaluate(m, inputs)
+    got = values[next(t.id for t in m.tensors if t.name == "cache")]
+    assert np.allclose(got[0, 3], -inputs["v"][0]) and np.allclose(got[1, 1], -inputs["v"][1])
+    assert np.count_nonzero(got) == 7  # -0.0 is zero: the rest untouched
+    lw = lower(m, DeviceSpec(num_sms=4))
+    assert np.allclose(run_plan(lw.plan, lw.model, inputs, iterations=1)[lw.model.outputs[0]],
+                       values[m.outputs[0]])
+    with pytest.raises(BadIndex, match="row 5 of value row 1 is outside its block of 5 rows"):
+        evaluate(m, {**inputs, "rows": np.array([0, 5], np.int32)})

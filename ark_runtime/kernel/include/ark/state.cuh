@@ -19,6 +19,27 @@ __device__ __forceinline__ int write_rows(const T* value, T* state, int cols, in
   return 0;
 }
 
+/* Every thread of the CTA: value row i (of n, `cols` elements each) into state row i * stride + rows[i], rows[i] in
+ * [0, stride): one position per sequence, each sequence's block `stride` rows. 0, or (where some rows[i] is outside
+ * its block) that value's + 1 (1 for a value below 0): nothing is written then. */
+template <typename T>
+__device__ __forceinline__ int write_each_row(const T* value, T* state, int cols, const int* rows, int n, int stride) {
+  __shared__ int bad;
+  if (threadIdx.x == 0) bad = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const int r = *(const volatile int*)(rows + i);
+    if (r < 0 || r >= stride) atomicCAS(&bad, 0, r < 0 ? 1 : r + 1);
+  }
+  __syncthreads();
+  if (bad) return bad;
+  for (long long i = threadIdx.x; i < (long long)n * cols; i += blockDim.x) {
+    const int v = (int)(i / cols);
+    state[((long long)v * stride + rows[v]) * cols + i % cols] = value[i];
+  }
+  return 0;
+}
+
 }  // namespace ark
 
 #endif
