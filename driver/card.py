@@ -12,7 +12,6 @@ import ctypes
 import mmap
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 

@@ -87,7 +87,7 @@ def test_an_error_completion_raises_with_code_cookie_and_index(device):
 
 def test_waiting_on_a_disabled_queue_times_out_instead_of_hanging(device):
     buf = device.alloc(4096)
-    r = device.register(buf)
+    device.register(buf)
     q = device.queue()
     device.backend.disable_queue(q.id)
     q.posted += 1  # a descriptor the engine will never see
