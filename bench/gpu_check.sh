@@ -5,7 +5,7 @@
 # OUTDIR/steps.txt. STEPs (default all: tests dma interference demo) pick some of them, e.g. the peer rows
 # on a two-GPU machine: `bench/gpu_check.sh OUTDIR tests interference`. The runtime's steps, not in the default:
 # runtime-tests (the loop-kernel GPU tests, one process, each test bounded), loop (`bench loop`), plan (`bench plan
-# --runtime`), tune (`bench tune`), generate (examples/generate.py --tiny).
+# --runtime`), tune (`bench tune`), generate (examples/generate.py --tiny, batch 1 and 8).
 #
 #   bench/gpu_check.sh OUTDIR [STEP...]
 #
@@ -81,7 +81,8 @@ fi
 
 if wants generate; then
     step generate 300 $python -m examples.generate --tiny --new 64 >"$out/generate.log" 2>&1
-    tail -5 "$out/generate.log"
+    step generate-batch 300 $python -m examples.generate --tiny --new 64 --batch 8 >>"$out/generate.log" 2>&1
+    tail -8 "$out/generate.log"
 fi
 
 if wants dma; then

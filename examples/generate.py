@@ -5,9 +5,11 @@ lands, beside the same model's generation in PyTorch.
     python -m examples.generate                      # a Llama-3.2-1B-shaped model, random weights
     python -m examples.generate --tiny --new 16      # a small one, quick
     python -m examples.generate --checkpoint PATH    # a local checkpoint (LlamaForCausalLM, Qwen2ForCausalLM)
+    python -m examples.generate --tiny --batch 8     # 8 prompts decoded together
 
 Prefill and decode are two loop-kernel models that share the key/value caches (bound to the same PyTorch tensors):
-the prefill runtime writes them, the decode runtime appends to them (ark_runtime/frontend/hf_decode.py)."""
+a prefill runtime writes each prompt's block of them, the decode runtime appends to every block at once
+(ark_runtime/frontend/hf_decode.py)."""
 
 from __future__ import annotations
 
@@ -22,9 +24,10 @@ def parse(argv):
     p.add_argument("--tiny", action="store_true", help="a small model (2 layers, hidden 256) rather than Llama-1B's")
     p.add_argument("--prompt", type=int, default=32, help="prompt tokens (random ids; default 32)")
     p.add_argument("--new", type=int, default=128, help="tokens to generate (default 128)")
+    p.add_argument("--batch", type=int, default=1, help="prompts decoded together (default 1)")
     args = p.parse_args(argv)
-    if args.prompt < 1 or args.new < 1:
-        p.error("--prompt and --new must be at least 1")
+    if args.prompt < 1 or args.new < 1 or args.batch < 1:
+        p.error("--prompt, --new and --batch must be at least 1")
     return args
 
 
@@ -45,19 +48,19 @@ def _module(args):
     return module.cuda().eval()
 
 
-def torch_generate(module, ids, new: int) -> tuple[list[int], float]:
-    """PyTorch's greedy loop with its cache: the tokens and the seconds a token."""
+def torch_generate(module, ids, new: int) -> tuple[list[list[int]], float]:
+    """PyTorch's greedy loop with its cache over the batch of prompts: each step's tokens and the seconds a step."""
     import torch
 
     with torch.no_grad():
         out = module(ids, use_cache=True)
-        past, token, tokens = out.past_key_values, int(out.logits[0, -1].argmax()), []
+        past, token, tokens = out.past_key_values, out.logits[:, -1].argmax(-1), []
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         for _ in range(new):
-            tokens.append(token)
-            out = module(torch.tensor([[token]], device="cuda"), past_key_values=past, use_cache=True)
-            past, token = out.past_key_values, int(out.logits[0, -1].argmax())
+            tokens.append(token.tolist())
+            out = module(token[:, None], past_key_values=past, use_cache=True)
+            past, token = out.past_key_values, out.logits[:, -1].argmax(-1)
         torch.cuda.synchronize()
     return tokens, (time.perf_counter() - t0) / new
 
@@ -70,35 +73,40 @@ def main(argv=None) -> int:
     from ark_runtime.runtime import Runtime
 
     module = _module(args)
-    capacity = args.prompt + args.new + 1
-    ids = torch.randint(0, module.config.vocab_size, (1, args.prompt), device="cuda",
+    capacity, batch = args.prompt + args.new + 1, args.batch
+    ids = torch.randint(0, module.config.vocab_size, (batch, args.prompt), device="cuda",
                         generator=torch.Generator(device="cuda").manual_seed(1))
-    prefill, decode = build(module, capacity, prompt=args.prompt), build(module, capacity, ring=args.new)
+    prefill, decode = build(module, capacity, prompt=args.prompt), build(module, capacity, ring=args.new, batch=batch)
     caches = {t.name: torch.zeros(t.shape, dtype=torch.bfloat16, device="cuda")
               for t in decode.model.tensors if t.name.endswith(("cache_k", "cache_v"))}
     t0 = time.perf_counter()
-    with Runtime(prefill.model, bind={**prefill.weights, **caches, "ids": ids[0].int().contiguous()}) as rt:
-        rt.run(1)
-        rt.wait(timeout=120)
-        first = int(rt.get(prefill.logits)[-1].argmax())
-    start = {"token": [first], "position": [args.prompt], "length": [args.prompt]}
+    first = []
+    for b in range(batch):  # each prompt into its sequence's block of the caches
+        blocks = {name: cache[b:b + 1] for name, cache in caches.items()}
+        with Runtime(prefill.model, bind={**prefill.weights, **blocks, "ids": ids[b].int().contiguous()}) as rt:
+            rt.run(1)
+            rt.wait(timeout=120)
+            first.append(int(rt.get(prefill.logits)[-1].argmax()))
+    start = {"token": [[t] for t in first], "position": [args.prompt] * batch, "length": [args.prompt] * batch}
     tokens, stamps = [], []
     with Runtime(decode.model, bind={**decode.weights, **caches}) as rt:
         started = time.perf_counter() - t0
         for name, value in start.items():
             rt.set(name, value)
         t1 = time.perf_counter()
-        rt.run(args.new)  # every step inside the resident kernel; each token streamed to pinned memory
+        rt.run(args.new)  # every step inside the resident kernel; each step's tokens streamed to pinned memory
         for row in rt.stream("tokens", "produced", timeout=120):
             tokens.append(int(row[0]))
-            stamps.append(time.perf_counter())
-        per_token = (stamps[-1] - t1) / len(tokens)
-    ours = [first] + tokens[:-1]
-    ref, torch_per_token = torch_generate(module, ids, args.new)
-    agree = sum(a == b for a, b in zip(ours, ref))
-    print(f"arkdma: {1 / per_token:,.0f} tokens/s ({per_token * 1e3:.3f} ms a token, batch 1; ready in {started:.1f} s)")
-    print(f"PyTorch (HF, its cache): {1 / torch_per_token:,.0f} tokens/s ({torch_per_token * 1e3:.3f} ms a token)")
-    print(f"greedy tokens equal to PyTorch's: {agree} of {len(ref)} (bf16: a near-tie may go either way)")
+            if len(tokens) % batch == 0:
+                stamps.append(time.perf_counter())
+        per_step = (stamps[-1] - t1) / len(stamps)
+    steps = [first] + [tokens[i:i + batch] for i in range(0, len(tokens) - batch, batch)]
+    ref, torch_per_step = torch_generate(module, ids, args.new)
+    agree = sum(a == b for ours, theirs in zip(steps, ref) for a, b in zip(ours, theirs))
+    print(f"arkdma: {batch / per_step:,.0f} tokens/s ({per_step * 1e3:.3f} ms a step of {batch}; ready in "
+          f"{started:.1f} s)")
+    print(f"PyTorch (HF, its cache): {batch / torch_per_step:,.0f} tokens/s ({torch_per_step * 1e3:.3f} ms a step)")
+    print(f"greedy tokens equal to PyTorch's: {agree} of {batch * len(ref)} (bf16: a near-tie may go either way)")
     return 0
 
 

@@ -4,10 +4,15 @@ separate output weights) as loop-kernel models that keep its key/value caches as
 
 - `prefill`: the prompt's P tokens at once; each layer writes its keys and values into the caches' rows [0, P);
   the logits of every position.
-- `decode`: one token a step, never leaving the GPU: the token and the position are states; each layer appends
-  its key and value at the position and attends over the caches' first `length` rows (a state counted on each
-  step: no new plan or compile as the cache grows); the next token is the logits' argmax, written back into the
-  token state and into a ring of tokens in pinned host memory with its count (`Runtime.stream` yields them).
+- `decode`: one token a step for each of `batch` sequences, never leaving the GPU: the tokens and the positions
+  are states, one per sequence; each layer appends each sequence's key and value at its position in its own block
+  of the caches and attends over that block's first `length` rows (a state counted on each step: no new plan or
+  compile as the caches grow; sequences may stand at different positions); the next tokens are the logits'
+  argmax, written back into the token state and into a ring of tokens in pinned host memory (`batch` rows of one
+  token a step, sequence by sequence) with its count (`Runtime.stream` yields the rows).
+
+The caches are [batch, capacity, kv_heads * D] (the prefill's batch is 1: one prompt at a time into one block,
+bound to that sequence's slice of the decode caches).
 
 Weights are read from the module once, as matmul's [K, N] operands (a transposed copy of each Linear's [N, K]
 weight; the tied output weight likewise), in the module's dtype; `DecodeModel.weights` maps each model input to its
@@ -31,7 +36,8 @@ class DecodeModel:
     model: Model
     weights: dict[str, object] = field(default_factory=dict)  # model input name -> torch tensor (contiguous)
     capacity: int = 0  # rows of each key/value cache: the prompt and every token generated
-    ring: int = 0  # tokens the host ring holds (decode only)
+    ring: int = 0  # steps of tokens the host ring holds (decode only)
+    batch: int = 1  # sequences a decode step advances
     logits: str = ""  # the output's name
 
 
@@ -66,8 +72,9 @@ def rope_tables(module, capacity: int):
     return cos[0, :, :half].contiguous(), sin[0, :, :half].contiguous()
 
 
-def build(module, capacity: int, prompt: int | None = None, ring: int = 0) -> DecodeModel:
-    """The prefill model of a `prompt`-token prompt (`prompt` given), else the decode step (`ring`: host tokens)."""
+def build(module, capacity: int, prompt: int | None = None, ring: int = 0, batch: int = 1) -> DecodeModel:
+    """The prefill model of a `prompt`-token prompt (`prompt` given), else the decode step of `batch` sequences
+    (`ring`: the steps of tokens kept on the host)."""
     c, heads, kv_heads, d = _config(module)
     dt = _dtype(module)
     if not isinstance(capacity, int) or capacity < 1 or capacity > getattr(c, "max_position_embeddings", capacity):
@@ -75,10 +82,13 @@ def build(module, capacity: int, prompt: int | None = None, ring: int = 0) -> De
                          f"{getattr(c, 'max_position_embeddings', '?')} positions")
     if prompt is not None and (not isinstance(prompt, int) or not 1 <= prompt <= capacity):
         raise ModelError(f"prompt={prompt!r}: a prompt of 1 to capacity ({capacity}) tokens")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1 or (prompt is not None and batch != 1):
+        raise ModelError(f"batch={batch!r}: a decode step takes 1 or more sequences; a prefill takes one prompt (run "
+                         "one per sequence into its block of the caches)")
     s = prompt or 1
     decode = prompt is None
-    m = Model(f"{type(module).__name__}-{'decode' if decode else f'prefill{s}'}")
-    out = DecodeModel(m, capacity=capacity, ring=ring)
+    m = Model(f"{type(module).__name__}-{f'decode{batch}' if decode else f'prefill{s}'}")
+    out = DecodeModel(m, capacity=capacity, ring=ring, batch=batch)
     w = out.weights
 
     def weight(name: str, tensor, transpose: bool = False):
@@ -91,14 +101,14 @@ def build(module, capacity: int, prompt: int | None = None, ring: int = 0) -> De
     cos_t, sin_t = rope_tables(module, capacity)
     embed = weight("embed", p.embed_tokens.weight)
     if decode:
-        tok = m.state("token", (1,), "int32")
-        pos = m.state("position", (1,), "int32")
-        length = m.state("length", (1,), "int32")
+        tok = m.state("token", (batch, 1), "int32")
+        pos = m.state("position", (batch,), "int32")
+        length = m.state("length", (batch,), "int32")
         keys = m.count(length)
-        x = m.embedding(embed, tok)
+        x = m.embedding(embed, tok)  # [batch, 1, hidden]: each sequence's one query row
         rows = m.input("rope_cos_all", (capacity, d // 2), dt), m.input("rope_sin_all", (capacity, d // 2), dt)
         w["rope_cos_all"], w["rope_sin_all"] = cos_t, sin_t
-        cos, sin = m.embedding(rows[0], pos), m.embedding(rows[1], pos)
+        cos, sin = m.embedding(rows[0], pos), m.embedding(rows[1], pos)  # a row of angles per sequence
     else:
         ids = m.input("ids", (s,), "int32")
         x = m.embedding(embed, ids)
@@ -117,10 +127,10 @@ def build(module, capacity: int, prompt: int | None = None, ring: int = 0) -> De
         q, k, v = proj(h, at.q_proj, "q"), proj(h, at.k_proj, "k"), proj(h, at.v_proj, "v")
         q = m.rope(q, cos, sin, style="half", head_dim=d)
         k = m.rope(k, cos, sin, style="half", head_dim=d)
-        ck = m.state(f"l{i}_cache_k", (capacity, kv_heads * d), dt)
-        cv = m.state(f"l{i}_cache_v", (capacity, kv_heads * d), dt)
+        ck = m.state(f"l{i}_cache_k", (batch, capacity, kv_heads * d), dt)
+        cv = m.state(f"l{i}_cache_v", (batch, capacity, kv_heads * d), dt)
         if decode:
-            ck, cv = m.write(ck, k, pos), m.write(cv, v, pos)
+            ck, cv = m.write(ck, k, pos, stride=capacity), m.write(cv, v, pos, stride=capacity)
             a = m.op("attention", q, ck, cv, keys, heads=heads, kv_heads=kv_heads, causal=True)
         else:
             m.write(ck, k, 0)
@@ -135,26 +145,28 @@ def build(module, capacity: int, prompt: int | None = None, ring: int = 0) -> De
     logits = m.matmul(x, weight("lm_head", module.lm_head.weight, transpose=True))
     out.logits = logits.name
     if decode:
-        nxt = m.argmax(logits)
+        nxt = m.argmax(logits)  # [batch, 1, 1]
         m.write(tok, nxt, 0)
         if ring:
-            tokens = m.state("tokens", (ring, 1), "int32", "host")
+            # each step's tokens as `batch` rows of one token, sequence by sequence; the count moves by the batch
+            tokens = m.state("tokens", (ring * batch, 1), "int32", "host")
             produced = m.state("produced", (1,), "int32", "host")
             m.write(tokens, nxt, produced)
-            m.count(produced)
+            m.count(produced, by=batch)
         m.count(pos)
     m.output(logits)
     return out
 
 
 def caches_from(past_key_values, prompt: int, capacity: int, kv_heads: int, d: int) -> dict[str, np.ndarray]:
-    """A Hugging Face cache (after a prefill of `prompt` tokens, batch 1) as the decode model's cache states: rows
-    [0, prompt) of each layer's keys and values as [capacity, kv_heads * d] (the rest zeros)."""
+    """A Hugging Face cache (after a prefill of `prompt` tokens, batch B) as the decode model's cache states: rows
+    [0, prompt) of each sequence's block of each layer's keys and values, [B, capacity, kv_heads * d] (the rest
+    zeros)."""
     out = {}
     for i, layer in enumerate(past_key_values.layers):
-        for name, t in (("k", layer.keys), ("v", layer.values)):
-            rows = t[0].transpose(0, 1).reshape(prompt, kv_heads * d).float().cpu().numpy()
-            full = np.zeros((capacity, kv_heads * d))
-            full[:prompt] = rows
+        for name, t in (("k", layer.keys), ("v", layer.values)):  # [B, kv_heads, prompt, d]
+            rows = t.transpose(1, 2).reshape(t.shape[0], prompt, kv_heads * d).double().cpu().numpy()
+            full = np.zeros((t.shape[0], capacity, kv_heads * d))
+            full[:, :prompt] = rows
             out[f"l{i}_cache_{name}"] = full
     return out

@@ -1,5 +1,7 @@
 """Rotary embedding of x [..., S, heads * D] with cos/sin [S, D/2], each head's D columns turned by the same angles
-(elementwise.cuh's rope_tile and rope_heads_tile). Two conventions pair the columns:
+(elementwise.cuh's rope_tile and rope_heads_tile); or with cos/sin of a row of angles for every row of x (x's rows
+folded, as an embedding of positions gives them: a batch of sequences each at its own position). Two conventions
+pair the columns:
 
   interleaved (the default; Meta's Llama code)  columns 2j and 2j+1 of a head turn together by angle j
   half (Hugging Face's rotate_half)             columns j and j + D/2 of a head turn together by angle j
@@ -45,10 +47,11 @@ class Rope(OpSpec):
         if len(x.shape) < 2 or x.shape[-1] % 2:
             raise ModelError(f"rope: x must be [..., S, D] with D even, not {x.shape}")
         hd = _head_dim(x, attrs.get("head_dim"))
-        want = (x.shape[-2], hd // 2)
-        if cos.shape != want or sin.shape != want:
-            raise ModelError(f"rope: cos and sin must be {want} (S, head_dim / 2) for x {x.shape} with head_dim {hd}, "
-                             f"not {cos.shape} and {sin.shape}")
+        want = [(x.shape[-2], hd // 2), (x.rows, hd // 2)]
+        if cos.shape not in want or sin.shape != cos.shape:
+            raise ModelError(f"rope: cos and sin must both be {want[0]} (S, head_dim / 2), or {want[1]} (a row of "
+                             f"angles per row of x), for x {x.shape} with head_dim {hd}, not {cos.shape} and "
+                             f"{sin.shape}")
         if cos.dtype != x.dtype or sin.dtype != x.dtype:
             raise ModelError(f"rope: cos and sin must be {x.dtype} like x, not {cos.dtype} and {sin.dtype}")
         kept = {}  # defaults are not kept: the op, its plan and its kernel stay what they were without the attributes
@@ -61,7 +64,7 @@ class Rope(OpSpec):
     def reference(self, op: Op, args: list[np.ndarray]) -> np.ndarray:
         x, cos, sin = args
         hd = op.attr("head_dim", x.shape[-1])
-        xh = x.reshape(x.shape[:-1] + (x.shape[-1] // hd, hd))  # [..., S, heads, D]
+        xh = x.reshape((-1, cos.shape[0], x.shape[-1] // hd, hd))  # [..., S, heads, D], or [1, rows, heads, D]
         c, s = cos[:, None, :], sin[:, None, :]  # [S, 1, D/2]: the same angles for every head
         out = np.empty_like(xh)
         if op.attr("style", "interleaved") == "half":
@@ -96,13 +99,14 @@ class Rope(OpSpec):
                    n * tm.esize * 4, n * 8)
 
     def emit(self, e, op: Op, v: dict) -> str:
-        out, x = e.tensor(op.output), e.tensor(op.inputs[0])
+        out = e.tensor(op.output)
+        angles = e.tensor(op.inputs[1]).shape[0]  # row r of x turned by the angles of row r % angles
         ptrs = ", ".join(e.ptr(i) for i in op.inputs)
         if v["template"] == "rope_tile":
-            return (f"ark::rope_tile<{e.ctype(out)}>({ptrs}, {e.ptr(out.id, const=False)}, {x.shape[-2]}, "
+            return (f"ark::rope_tile<{e.ctype(out)}>({ptrs}, {e.ptr(out.id, const=False)}, {angles}, "
                     f"{out.cols}, r0, r1, c0, c1);")
         half = "true" if v["style"] == "half" else "false"
-        return (f"ark::rope_heads_tile<{e.ctype(out)}, {half}>({ptrs}, {e.ptr(out.id, const=False)}, {x.shape[-2]}, "
+        return (f"ark::rope_heads_tile<{e.ctype(out)}, {half}>({ptrs}, {e.ptr(out.id, const=False)}, {angles}, "
                 f"{out.cols}, {v['head_dim']}, r0, r1, c0, c1);")
 
 

@@ -87,7 +87,8 @@ def test_loop_model_example_runs_on_a_gpu(capsys):
     assert "largest error against float64" in out and "copy of" in out and "iteration" in out
 
 
-@pytest.mark.parametrize("args, says", [(["--new", "0"], "must be at least 1"), (["--prompt", "x"], "invalid int")])
+@pytest.mark.parametrize("args, says", [(["--new", "0"], "must be at least 1"), (["--prompt", "x"], "invalid int"),
+                                        (["--batch", "0"], "must be at least 1")])
 def test_generate_example_refuses_bad_arguments(args, says, capsys):
     from examples.generate import parse
 
@@ -105,6 +106,9 @@ def test_generate_example_runs_on_a_gpu(capsys):
     reason = gpu_unavailable_reason()
     if reason:
         pytest.skip(f"needs a CUDA GPU: {reason}")
-    assert main(["--tiny", "--prompt", "8", "--new", "12"]) == 0
-    out = capsys.readouterr().out
-    assert "tokens/s" in out and "greedy tokens equal to PyTorch's" in out
+    for batch in ("1", "3"):
+        assert main(["--tiny", "--prompt", "8", "--new", "12", "--batch", batch]) == 0
+        out = capsys.readouterr().out
+        assert "tokens/s" in out and f"a step of {batch}" in out
+        agree, total = (int(n) for n in out.split("greedy tokens equal to PyTorch's: ")[1].split()[0:3:2])
+        assert total == 12 * int(batch) and agree >= total * 3 // 4, out

@@ -52,27 +52,77 @@ def test_prefill_and_greedy_decode_match_the_module_step_by_step(kind, tied):
     caches = caches_from(first.past_key_values, PROMPT, CAPACITY, c.num_key_value_heads, d)
     written = {t.name: values[t.id] for t in prefill.model.tensors if t.name.endswith(("cache_k", "cache_v"))}
     for name, rows in caches.items():
-        assert np.allclose(written[name][:PROMPT], rows[:PROMPT], atol=1e-5), name  # the prefill wrote them
+        assert np.allclose(written[name][0, :PROMPT], rows[0, :PROMPT], atol=1e-5), name  # the prefill wrote them
+    _decode_alongside(module, first, caches, np.full(1, PROMPT))
 
-    decode = build(module, CAPACITY, ring=16)
-    token = int(first.logits[0, -1].argmax())
-    state = {**caches, "token": np.array([token], np.int32), "position": np.array([PROMPT], np.int32),
-             "length": np.array([PROMPT], np.int32)}
-    past, tokens = first.past_key_values, []
+
+def _decode_alongside(module, first, caches, positions):
+    """STEPS greedy decode steps of the batch the module's cache holds, in the reference and in the module: the
+    logits and the token of each sequence at each step, the ring's rows, the positions counted."""
+    batch = len(positions)
+    decode = build(module, CAPACITY, ring=16, batch=batch)
+    tokens_now = first.logits[:, -1].argmax(-1)
+    state = {**caches, "token": tokens_now.numpy().astype(np.int32).reshape(batch, 1),
+             "position": positions.astype(np.int32), "length": positions.astype(np.int32)}
+    past, made = first.past_key_values, []
     for step in range(STEPS):
         with torch.no_grad():
-            ref = module(torch.tensor([[token]]), past_key_values=past, use_cache=True)
+            ref = module(tokens_now[:, None], past_key_values=past, use_cache=True)
         past = ref.past_key_values
         values = evaluate(decode.model, _inputs(decode, state))
-        got = values[decode.model.outputs[0]]
-        assert np.allclose(got, ref.logits[0].double().numpy(), atol=1e-4, rtol=1e-4), f"step {step}"
-        token = int(ref.logits[0, -1].argmax())
+        got = values[decode.model.outputs[0]].reshape(batch, -1)
+        assert np.allclose(got, ref.logits[:, 0].double().numpy(), atol=1e-4, rtol=1e-4), f"step {step}"
+        tokens_now = ref.logits[:, -1].argmax(-1)
         by_name = {t.name: values[t.id] for t in decode.model.tensors if t.producer is None}
-        assert int(by_name["token"][0]) == token or np.isclose(np.sort(got[0])[-1], np.sort(got[0])[-2])
-        tokens.append(int(by_name["token"][0]))
+        for b in range(batch):
+            top = np.sort(got[b])[-2:]
+            assert int(by_name["token"][b, 0]) == int(tokens_now[b]) or np.isclose(top[0], top[1])
+        made.append(by_name["token"][:, 0].tolist())
         state = {name: by_name[name] for name in by_name if name not in decode.weights}
-    assert state["produced"][0] == STEPS and state["tokens"][:STEPS, 0].tolist() == tokens
-    assert state["position"][0] == state["length"][0] == PROMPT + STEPS
+    assert state["produced"][0] == STEPS * batch
+    assert state["tokens"][:STEPS * batch, 0].reshape(STEPS, batch).tolist() == made
+    assert state["position"].tolist() == state["length"].tolist() == (positions + STEPS).tolist()
+
+
+def test_a_batch_decodes_as_the_module_does_its_batch():
+    """Three prompts of one length through the module at once; the decode model of batch 3 takes its cache."""
+    module = _module("qwen2")
+    ids = torch.randint(0, 96, (3, PROMPT), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        first = module(ids, use_cache=True)
+    c = module.config
+    caches = caches_from(first.past_key_values, PROMPT, CAPACITY, c.num_key_value_heads,
+                         c.hidden_size // c.num_attention_heads)
+    assert caches["l0_cache_k"].shape == (3, CAPACITY, c.num_key_value_heads * c.hidden_size // c.num_attention_heads)
+    _decode_alongside(module, first, caches, np.full(3, PROMPT))
+
+
+def test_sequences_at_different_positions_each_decode_as_if_alone():
+    """Two sequences whose prompts differ in length, prefilled one by one into their blocks: each decode step of
+    the batch gives each sequence the logits its own batch-1 step gives it."""
+    module = _module("llama")
+    c = module.config
+    kv, d = c.num_key_value_heads, c.hidden_size // c.num_attention_heads
+    lengths, caches, tokens, alone = (5, 11), {}, [], []
+    for b, n in enumerate(lengths):
+        ids = torch.randint(0, 96, (1, n), generator=torch.Generator().manual_seed(10 + b))
+        with torch.no_grad():
+            out = module(ids, use_cache=True)
+        one = caches_from(out.past_key_values, n, CAPACITY, kv, d)
+        alone.append(one)
+        for name, rows in one.items():
+            caches.setdefault(name, np.zeros((len(lengths), CAPACITY, kv * d)))[b] = rows[0]
+        tokens.append(int(out.logits[0, -1].argmax()))
+    batched = build(module, CAPACITY, batch=2)
+    single = build(module, CAPACITY)
+    state = {**caches, "token": np.array(tokens, np.int32)[:, None], "position": np.array(lengths, np.int32),
+             "length": np.array(lengths, np.int32)}
+    got = evaluate(batched.model, _inputs(batched, state), iterations=3)[batched.model.outputs[0]]
+    for b, n in enumerate(lengths):
+        one = {**alone[b], "token": np.array([[tokens[b]]], np.int32), "position": np.array([n], np.int32),
+               "length": np.array([n], np.int32)}
+        want = evaluate(single.model, _inputs(single, one), iterations=3)[single.model.outputs[0]]
+        assert np.allclose(got[b], want[0], atol=1e-9), b
 
 
 def test_both_models_lower_and_compile():
@@ -80,7 +130,8 @@ def test_both_models_lower_and_compile():
     from driver.gpu import compile
 
     module = _module("qwen2").to(torch.bfloat16)
-    for built in (build(module, CAPACITY, prompt=PROMPT), build(module, CAPACITY, ring=16)):
+    for built in (build(module, CAPACITY, prompt=PROMPT), build(module, CAPACITY, ring=16),
+                  build(module, CAPACITY, ring=16, batch=4)):
         lw = lower(built.model, DeviceSpec(num_sms=132))
         assert compile.cubin(lw.source.text, "sm_90a", (f"-I{INCLUDE_DIR}",))[:4] == b"\x7fELF"
 
@@ -93,3 +144,6 @@ def test_what_the_builder_cannot_map_is_refused():
         build(_module("llama"), 0)
     with pytest.raises(ModelError, match="prompt=40: a prompt of 1 to capacity"):
         build(_module("llama"), 32, prompt=40)
+    for batch, prompt in ((0, None), (2.0, None), (True, None), (2, 5)):
+        with pytest.raises(ModelError, match=f"batch={batch!r}: a decode step takes 1 or more sequences"):
+            build(_module("llama"), 32, prompt=prompt, batch=batch)

@@ -104,8 +104,8 @@ def test_other_styles_and_heads_are_kept_and_choose_the_heads_tile():
     ({"head_dim": "16"}, r"rope: head_dim must be a positive int .*not '16'"),
     ({"head_dim": 6}, r"rope: head_dim 6 must be even and divide x's last axis 64"),
     ({"head_dim": 128}, r"rope: head_dim 128 must be even and divide x's last axis 64"),
-    ({"head_dim": 32}, r"rope: cos and sin must be \(5, 16\) \(S, head_dim / 2\) for x \(2, 5, 64\) with head_dim 32, "
-                       r"not \(5, 8\) and \(5, 8\)"),
+    ({"head_dim": 32}, r"rope: cos and sin must both be \(5, 16\) \(S, head_dim / 2\), or \(10, 16\) \(a row of "
+                       r"angles per row of x\), for x \(2, 5, 64\) with head_dim 32, not \(5, 8\) and \(5, 8\)"),
     ({"heads": 4}, r"rope takes no argument heads \(it takes style, head_dim\)"),
 ])
 def test_bad_attributes_are_refused_naming_the_op_and_what_to_change(kw, message):
@@ -171,3 +171,47 @@ def test_the_kernel_compiles_in_every_dtype(arch):
     lw = lower(m, DeviceSpec(num_sms=132), LowerOptions(), cache=False)
     assert lw.source.text.count("ark::rope_heads_tile<") == 9
     assert compile.cubin(lw.source.text, arch, (f"-I{INCLUDE_DIR}",))[:4] == b"\x7fELF"
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 4), st.integers(1, 3), st.sampled_from([2, 8, 16]), st.sampled_from(["half", "interleaved"]),
+       st.integers(1, 8), st.integers(0, 3))
+def test_a_row_of_angles_per_row_turns_each_sequence_at_its_own_position(batch, heads, hd, style, sms, seed):
+    """x [B, 1, E] with cos/sin [B, D/2]: sequence b's token turned by row b's angles, what the one-sequence op
+    gives that token; and the plan tile by tile is the reference."""
+    rng = np.random.default_rng(seed)
+    x, theta = rng.standard_normal((batch, 1, heads * hd)), rng.uniform(-np.pi, np.pi, (batch, hd // 2))
+    m = Model("per-row")
+    out = m.rope(m.input("x", x.shape), m.input("cos", theta.shape), m.input("sin", theta.shape), style=style,
+                 head_dim=hd if heads > 1 else None)
+    m.output(out)
+    ins = {"x": x, "cos": np.cos(theta), "sin": np.sin(theta)}
+    got = evaluate(m, ins)[m.outputs[0]]
+    formula = _hf if style == "half" else _meta
+    for b in range(batch):
+        one = formula(x[b:b + 1], np.cos(theta[b:b + 1]), np.sin(theta[b:b + 1]), hd)
+        np.testing.assert_allclose(got[b:b + 1], one, rtol=0, atol=1e-13)
+    lw = lower(m, DeviceSpec(num_sms=sms), cache=False)
+    np.testing.assert_allclose(run_plan(lw.plan, lw.model, ins, seed=seed)[lw.model.outputs[0]], got, rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_angles_neither_per_position_nor_per_row_are_refused_naming_both():
+    m = Model("bad-rows")
+    with pytest.raises(ModelError, match=r"must both be \(1, 4\) \(S, head_dim / 2\), or \(3, 4\) \(a row of angles "
+                                         r"per row of x\), for x \(3, 1, 8\)"):
+        m.rope(m.input("x", (3, 1, 8)), m.input("c", (2, 4)), m.input("s", (2, 4)))
+    with pytest.raises(ModelError, match=r"not \(3, 4\) and \(1, 4\)"):
+        m.rope(m.input("y", (3, 1, 8)), m.input("c2", (3, 4)), m.input("s2", (1, 4)))
+
+
+def test_per_row_angles_compile():
+    from driver.gpu import compile
+
+    m = Model("per-row-compile")
+    x = m.input("x", (4, 1, 256), "bf16")
+    cos, sin = m.input("cos", (4, 32), "bf16"), m.input("sin", (4, 32), "bf16")
+    m.output(m.rope(x, cos, sin, style="half", head_dim=64))
+    lw = lower(m, DeviceSpec(num_sms=132), LowerOptions(), cache=False)
+    assert "ark::rope_heads_tile<__nv_bfloat16, true>(" in lw.source.text and ", 4, 256, 64," in lw.source.text
+    assert compile.cubin(lw.source.text, "sm_90a", (f"-I{INCLUDE_DIR}",))[:4] == b"\x7fELF"
