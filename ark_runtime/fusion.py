@@ -104,7 +104,7 @@ def fuse(model: Model) -> Model:
 def inputs_of(model: Model) -> tuple[Model, dict[int, int]]:
     """A new model of the same name holding `model`'s inputs, and their ids in it by their ids in `model`: where a
     rewrite pass (fusion, split_k.py) starts."""
-    out = Model(model.name)
+    out = Model(model.name, rank=model.rank, world=model.world)
     new_id = {t.id: out.input(t.name, t.shape, t.dtype, t.placement).id for t in model.tensors if t.producer is None}
     out.states = [new_id[s] for s in model.states]
     return out, new_id

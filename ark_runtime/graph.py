@@ -10,6 +10,7 @@ DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int32": 4}
 FLOAT_DTYPES = ("fp32", "fp16", "bf16")
 PLACEMENTS = ("device", "host")
 MAX_EXTENT = 1 << 31  # rows and columns of a tensor's 2-D view are below this: the kernels' 32-bit indices
+MAX_WORLD = 64  # GPUs one program spans: a counter's signal names the ranks it reaches in one 64-bit mask
 
 
 class ModelError(ValueError):

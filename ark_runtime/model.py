@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ark_runtime.graph import (DTYPE_BYTES, FLOAT_DTYPES, MAX_EXTENT, PLACEMENTS, ModelError, Op, Tensor,  # noqa: F401
-                               broadcast)
+from ark_runtime.graph import (DTYPE_BYTES, FLOAT_DTYPES, MAX_EXTENT, MAX_WORLD, PLACEMENTS, ModelError, Op,  # noqa: F401
+                               Tensor, broadcast)
 
 __all__ = ["DTYPE_BYTES", "FLOAT_DTYPES", "MAX_EXTENT", "PLACEMENTS", "Model", "ModelError", "Op", "Tensor", "broadcast"]
 
@@ -29,6 +29,16 @@ class Model:
     ops: list[Op] = field(default_factory=list)
     outputs: list[int] = field(default_factory=list)
     states: list[int] = field(default_factory=list)  # inputs the kernel keeps and updates across iterations
+    rank: int = 0  # which GPU of `world` this model runs on (its communication ops name peers by rank)
+    world: int = 1  # GPUs the program spans: one model per rank, lowered together (ark_runtime/world.py)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.world, bool) or not isinstance(self.world, int) or not 1 <= self.world <= MAX_WORLD:
+            raise ModelError(f"model {self.name!r}: world={self.world!r} must be an int in 1..{MAX_WORLD} (the GPUs "
+                             "the program spans)")
+        if isinstance(self.rank, bool) or not isinstance(self.rank, int) or not 0 <= self.rank < self.world:
+            raise ModelError(f"model {self.name!r}: rank={self.rank!r} must be an int in 0..{self.world - 1} (this "
+                             f"model's GPU of the {self.world})")
 
     # --- tensors ----------------------------------------------------------------------------------
     def input(self, name: str, shape, dtype: str = "fp32", placement: str = "device") -> Tensor:
@@ -88,6 +98,13 @@ class Model:
         if found.written_by_passes:
             raise ModelError(f"{kind} ops are made by the lowering passes (fusion, split-K), not by the model API")
         self._own(fn, *inputs)
+        if found.needs_world:  # its shapes and peers are the world's: the op keeps which rank of how many it is on
+            if self.world == 1:
+                raise ModelError(f"{fn}: model {self.name!r} is of one GPU; a model that communicates is one rank of "
+                                 "a world: Model(name, rank=r, world=n)")
+            if "rank" in attrs or "world" in attrs:
+                raise ModelError(f"{fn}: rank and world are the model's (Model(name, rank=, world=)), not the op's")
+            attrs = {**attrs, "rank": self.rank, "world": self.world}
         built = found.build(fn, tuple(inputs), dict(attrs))
         alias = None
         if built.writes_in_place is not None:
@@ -218,10 +235,41 @@ class Model:
         returns it as raised."""
         return self.op("count", state, by=by)
 
+    # --- communication (a model of a World: rank and world set) --------------------------------------------
+    def send(self, x: Tensor, peer: int, tag: int = 0) -> Tensor:
+        """x to GPU `peer`, whose model receives it with recv(x's shape and dtype, this rank, tag): the i-th send
+        to a peer with a tag is its i-th recv from this rank with that tag. The bytes land in the peer's memory
+        with their flag (put with signal), each iteration after the peer has read the last. Returns a tensor that
+        names the sent message (it is the peer's: nothing on this rank reads it)."""
+        return self.op("send", x, peer=peer, tag=tag)
+
+    def recv(self, shape, dtype: str, peer: int, tag: int = 0) -> Tensor:
+        """What GPU `peer` sends this rank with `tag` (its matching send): a tensor of this rank's memory that
+        ops read as any other, each tile after the rows it reads have landed."""
+        return self.op("recv", shape=tuple(shape) if isinstance(shape, (list, tuple)) else shape, dtype=dtype,
+                       peer=peer, tag=tag)
+
+    def all_reduce(self, x: Tensor, algorithm: str = "auto") -> Tensor:
+        """The sum of every rank's x, on every rank (each rank's model calls it in the same order, with x of one
+        shape and dtype). `algorithm`: "one_shot" (each rank reads every peer's x), "two_shot" (each rank sums
+        its share of the rows, then gathers the others'), or "auto" (world.ALL_REDUCE_ONE_SHOT_BYTES)."""
+        return self.op("all_reduce", x, algorithm=algorithm)
+
+    def all_gather(self, x: Tensor) -> Tensor:
+        """Every rank's x, stacked along the first axis in rank order: [world * x.shape[0], ...]."""
+        return self.op("all_gather", x)
+
+    def reduce_scatter(self, x: Tensor) -> Tensor:
+        """This rank's share of the sum of every rank's x: rows [rank * n, (rank + 1) * n) of the first axis,
+        n = x.shape[0] / world."""
+        return self.op("reduce_scatter", x)
+
     def as_json(self) -> dict:
         out = {"name": self.name, "tensors": [t.as_json() for t in self.tensors],
                "ops": [o.as_json() for o in self.ops], "outputs": list(self.outputs)}
         if self.states:
             out["states"] = list(self.states)
+        if self.world > 1:
+            out["rank"], out["world"] = self.rank, self.world
         return out
 

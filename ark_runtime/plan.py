@@ -51,11 +51,17 @@ class Plan:
     streams: list[list[dict]]
     estimate: dict = field(default_factory=dict)  # per tile SM/start/finish (ns) and the makespan, from the cost model
     variants: list[dict] = field(default_factory=list)  # per op: its kernel choice (template, block, stages, ...)
+    # a World's plan (world_plan.py): {"ranks", "sms_per_rank", "op_rank", "tensor_rank"}; SM g * sms_per_rank + s
+    # of the streams is SM s of rank g. Empty for one GPU's.
+    world: dict = field(default_factory=dict)
 
     def as_json(self) -> dict:
-        return {"version": PLAN_VERSION, "model": self.model, "device": self.device, "variants": self.variants,
-                "tiles": self.tiles, "deps": self.deps, "counters": self.counters, "streams": self.streams,
-                "estimate": self.estimate}
+        out = {"version": PLAN_VERSION, "model": self.model, "device": self.device, "variants": self.variants,
+               "tiles": self.tiles, "deps": self.deps, "counters": self.counters, "streams": self.streams,
+               "estimate": self.estimate}
+        if self.world:
+            out["world"] = self.world
+        return out
 
     def dumps(self) -> str:
         return json.dumps(self.as_json(), separators=(",", ":"))
@@ -68,7 +74,7 @@ class Plan:
         if missing:
             raise PlanError(f"plan lacks {', '.join(sorted(missing))}")
         return Plan(data["model"], data["device"], data["tiles"], data["deps"], data["counters"], data["streams"],
-                    data.get("estimate", {}), data["variants"])
+                    data.get("estimate", {}), data["variants"], data.get("world", {}))
 
     @property
     def num_sms(self) -> int:

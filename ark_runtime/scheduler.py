@@ -69,15 +69,23 @@ SINK_SLACK = 0.1  # of the schedule so far: how much later a tile that ends the 
 SINKS_PER_SM = 4  # ... where its op has no more such tiles than this many for each SM idle at the iteration's start
 
 
-def place(tiles: list[Tile], deps: list[tuple[int, ...]], device: DeviceSpec, policy: str = "cost") -> Placement:
+def place(tiles: list[Tile], deps: list[tuple[int, ...]], device: DeviceSpec, policy: str = "cost",
+          group_of: list[int] | None = None, groups: int = 1, peer_sync_ns: float = 0.0) -> Placement:
     """Tiles in order (the model's op order is a topological order) onto the SM where each starts first
     ("cost"), or tile i onto SM i mod num_sms ("round-robin": every dependency of a chain crosses SMs, which
     is what a benchmark of the cross-SM wait wants). With "cost", of the SMs where a tile starts as soon, the one
     whose iteration starts latest; a tile that ends the iteration may wait up to SINK_SLACK of the schedule for such
-    an SM, where its op has at most SINKS_PER_SM such tiles for each SM idle at the iteration's start."""
+    an SM, where its op has at most SINKS_PER_SM such tiles for each SM idle at the iteration's start.
+
+    With `groups` (a World's ranks: `groups` GPUs of device.num_sms SMs each, SM g * num_sms + s being SM s of GPU
+    g), tile t runs on an SM of GPU group_of[t], and a wait on a tile of another GPU costs peer_sync_ns more."""
     if policy not in PLACEMENTS:
         raise ValueError(f"placement {policy!r} is not one of {', '.join(PLACEMENTS)}")
-    n = device.num_sms
+    per = device.num_sms
+    n = per * groups
+    group = group_of if group_of is not None else [0] * len(tiles)
+    if groups < 1 or len(group) != len(tiles) or any(not 0 <= g < groups for g in group):
+        raise ValueError(f"group_of must name one of {groups} GPU(s) for each of the {len(tiles)} tiles")
     free = np.zeros(n)  # when each SM is next free
     first = np.full(n, np.inf)  # when each SM's first tile of the iteration starts (none yet: never)
     index = np.arange(n)
@@ -96,11 +104,15 @@ def place(tiles: list[Tile], deps: list[tuple[int, ...]], device: DeviceSpec, po
                 ready_local[sm[p]] = finish[p]
         # the deps on SM s cost nothing more; every other dep costs a synchronisation: from SM s, the latest of the
         # other SMs' deps (the first of the two latest SMs, unless that is s)
+        g = group[t.id]
+        lo, hi = g * per, (g + 1) * per
+        if groups > 1:  # a dep on another GPU's SM costs the peer's synchronisation too
+            ready_local = {k: v + (peer_sync_ns if not lo <= k < hi else 0.0) for k, v in ready_local.items()}
         top = sorted(ready_local.items(), key=lambda kv: -kv[1])[:2]
         ready_remote = top[0][1] + device.sync_ns if top else 0.0
         second = top[1][1] + device.sync_ns if len(top) > 1 else 0.0
         if policy == "round-robin":
-            s = t.id % n
+            s = lo + t.id % per
             local = ready_local.get(s)
             others = ready_remote if local is None or s != top[0][0] else second
             best, best_start = s, max(float(free[s]), local or 0.0, others)
@@ -108,6 +120,9 @@ def place(tiles: list[Tile], deps: list[tuple[int, ...]], device: DeviceSpec, po
             begins = np.maximum(free, ready_remote)
             for s, local in ready_local.items():
                 begins[s] = max(float(free[s]), local, second if s == top[0][0] else ready_remote)
+            if groups > 1:
+                begins[:lo] = np.inf
+                begins[hi:] = np.inf
             soonest = float(begins.min())
             # of SMs where it starts as soon, the one whose iteration starts latest (or that has no tile yet): the
             # next iteration's first tiles, on the SMs that start early, then wait least behind this one. A tile that

@@ -5,7 +5,8 @@ Each instruction is eight int32 and carries all that the kernel needs to act on 
 stream in shared memory in chunks and touches no other table between a counter's signal and its next
 tile's loads (every such table read is a round trip to L2 after a wait's acquire load):
   run:    (RUN, tile, op, r0, r1, c0, c1, the op's case in the kernel's run_tile)
-  signal: (SIGNAL, counter, 0, the tile just run, 0, 0, 0, 0)
+  signal: (SIGNAL, counter, 0, the tile just run, ranks, ranks >> 32, 0, 0): `ranks`, in a World's kernel, the other
+          ranks whose copies of the counter the signal adds to as well (a 64-bit mask; 0 for one GPU)
   wait:   (WAIT, counter, delta, the tile it serves, first member, members (0: the counter's own word), 0, 0)
 """
 
@@ -31,9 +32,11 @@ class ProgramArrays:
     num_counters: int
 
 
-def build_program(plan: Plan, op_cases: tuple[int, ...]) -> ProgramArrays:
+def build_program(plan: Plan, op_cases: tuple[int, ...], streams: list[list[dict]] | None = None,
+                  push: dict[int, int] | None = None) -> ProgramArrays:
     """The plan's per-SM streams as instructions (loop.cuh). `op_cases`: per op, its case in the generated kernel's
-    run_tile (KernelSource.op_cases of the plan's kernel)."""
+    run_tile (KernelSource.op_cases of the plan's kernel). A World's rank: `streams`, its SMs' streams of the World's
+    plan, and `push`, per counter the mask of other ranks its signals reach (world_plan.push_masks)."""
     ops = len(plan.model["ops"])
     if len(op_cases) != ops:
         raise ValueError(f"op_cases has {len(op_cases)} entries for the plan's {ops} ops: pass the "
@@ -47,7 +50,7 @@ def build_program(plan: Plan, op_cases: tuple[int, ...]) -> ProgramArrays:
             groups.append((0, 0))
     ins: list[list[int]] = []
     starts = [0]
-    for stream in plan.streams:
+    for stream in plan.streams if streams is None else streams:
         # a wait serves the next tile its stream runs; a signal, the tile just run
         pending: list[int] = []
         last_tile = -1
@@ -61,7 +64,10 @@ def build_program(plan: Plan, op_cases: tuple[int, ...]) -> ProgramArrays:
                 _, r0, r1, c0, c1 = tile["writes"]
                 ins.append([INS_RUN, t, tile["op"], r0, r1, c0, c1, op_cases[tile["op"]]])
             elif item["op"] == "signal":
-                ins.append([INS_SIGNAL, item["counter"], 0, last_tile, 0, 0, 0, 0])
+                ranks = (push or {}).get(item["counter"], 0)
+                lo, hi = ranks & 0xFFFFFFFF, ranks >> 32
+                ins.append([INS_SIGNAL, item["counter"], 0, last_tile, lo - (lo >> 31 << 32), hi - (hi >> 31 << 32),
+                            0, 0])
             elif item["op"] == "wait":
                 first, count = groups[item["counter"]]
                 pending.append(len(ins))

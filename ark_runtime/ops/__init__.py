@@ -11,7 +11,7 @@ import pkgutil
 from ark_runtime.graph import ModelError
 from ark_runtime.ops.spec import OpSpec
 
-HELPERS = ("spec", "blocks", "measured")  # modules of this package that hold no op
+HELPERS = ("spec", "blocks", "measured", "peers")  # modules of this package that hold no op
 
 
 @functools.cache

@@ -45,6 +45,9 @@ class OpSpec:
     elementwise: ClassVar[bool] = False  # may join an elementwise chain (fusion.py): one output element per input's
     chain_head: ClassVar[bool] = False  # an elementwise chain after it fuses into its stores (an epilogue)
     written_by_passes: ClassVar[bool] = False  # made by a pass (fusion, split-K), not by the model API
+    # communicates with other ranks (send, recv, collectives): only a World (ark_runtime/world.py) of every rank's
+    # model evaluates and lowers it, as the ops each rank runs (a copy into a peer's memory, reduce_peers, ...)
+    needs_world: ClassVar[bool] = False
 
     def build(self, fn: str, inputs: tuple[Tensor, ...], attrs: dict) -> Built:
         raise ModelError(f"{self.kind} ops are made by the lowering passes, not by the model API")

@@ -84,6 +84,18 @@ __device__ __forceinline__ unsigned long long load_acquire_gpu(const unsigned lo
   return v;
 }
 
+/* A counter as a wait reads it: in a World's kernel at system scope, since the tile it waits for may have run on
+ * another GPU (its writes, to this GPU's memory or its own, are visible after). */
+__device__ __forceinline__ unsigned long long load_counter(const unsigned long long* p) {
+#if ARK_WORLD
+  unsigned long long v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+#else
+  return load_acquire_gpu(p);
+#endif
+}
+
 __device__ __forceinline__ unsigned long long load_host(const unsigned long long* p) {
   unsigned long long v;
   asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
@@ -148,7 +160,7 @@ __device__ __forceinline__ bool spin_until(const Program& p, int word, unsigned 
                            unsigned long long t0) {
   unsigned spins = 0;
   while (true) {
-    const unsigned long long v = load_acquire_gpu(p.counters + word);
+    const unsigned long long v = load_counter(p.counters + word);
     if (v >= target) return true;
     if ((++spins & 63u) == 0u) {
       if (stopping(p) || ((spins & 8191u) == 0u && host_stop(p))) return false;

@@ -26,6 +26,22 @@ __device__ __forceinline__ unsigned long long copy_tile(const Program& p, const 
   }
   return rc == ARKDMA_DEV_OK ? 0ull : ((unsigned long long)FAULT_DMA << 32) | rc;
 }
+
+#if ARK_WORLD
+/* Thread 0, after signal_counter in a World's kernel: the same add to the copies of the counter that other ranks
+ * wait on (`lo`, `hi`: the 64-bit mask of those ranks), each a release at system scope, so what the tile wrote
+ * (here or in a peer's memory) is visible to the rank that acquires it. Each rank's counter array is at word
+ * gen::PEERS_AT + rank of p.tensors, as this rank maps it. */
+__device__ __forceinline__ void signal_peers(const Program& p, int counter, unsigned lo, unsigned hi) {
+  unsigned long long ranks = ((unsigned long long)hi << 32) | lo;
+  unsigned long long* const* peers = (unsigned long long* const*)(p.tensors + gen::PEERS_AT);
+  while (ranks != 0ull) {
+    const int k = __ffsll((long long)ranks) - 1;
+    ranks &= ranks - 1;
+    asm volatile("red.release.sys.global.add.u64 [%0], 1;" ::"l"(peers[k] + counter) : "memory");
+  }
+}
+#endif
 }  // namespace ark
 
 extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(const __grid_constant__ ark::Program p,
@@ -125,6 +141,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, ARK_MIN_BLOCKS) ark_loop(c
         if (threadIdx.x == 32) p.tile_ns[2 * in.y + 1] = arkdma::now_ns();
       } else if (threadIdx.x == 0) {
         ark::signal_counter(p, in.y);
+#if ARK_WORLD
+        if ((more.x | more.y) != 0) ark::signal_peers(p, in.y, (unsigned)more.x, (unsigned)more.y);
+#endif
       }
     }
     if (__syncthreads_or(stop)) break;
