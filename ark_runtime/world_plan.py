@@ -136,6 +136,7 @@ def lower_world(world: World, device: DeviceSpec | None = None, options: LowerOp
     if options.knobs:
         raise LowerError("knobs name ops of one model; a World's lowering takes none yet")
     try:
+        world.joined()  # the ranks fit together as written (errors name the ops the user wrote)
         j = join([rewrite(m, device, options) for m in world.models])
         paths = _copy_paths(j, options)
         variants = choose_variants(j.model, device, {op: {"path": p} for op, p in paths.items()})
