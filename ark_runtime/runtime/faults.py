@@ -68,7 +68,8 @@ def describe_tile(model: Model, plan: Plan, tile: int) -> str:
         return "no tile"
     t = plan.tiles[tile]
     op = model.ops[t["op"]]
-    return f"op {op.id} {op.fn} -> {model.tensors[op.output].name}, rows {t['writes'][1]}:{t['writes'][2]}"
+    where = f" on rank {plan.world['op_rank'][op.id]}" if plan.world else ""  # a World's: the GPU that runs it
+    return f"op {op.id} {op.fn} -> {model.tensors[op.output].name}, rows {t['writes'][1]}:{t['writes'][2]}{where}"
 
 
 def fault_message(record: FaultRecord, model: Model, plan: Plan,
@@ -106,4 +107,6 @@ def _timeout_detail(record: FaultRecord, model: Model, plan: Plan) -> str:
     counter = plan.counters[record.counter]
     awaited = (f"tile {counter['of']} ({describe_tile(model, plan, counter['of'])})" if counter["kind"] == "tile"
                else f"every tile of op {counter['of']}")
+    if plan.world and counter["kind"] == "op" and 0 <= counter["of"] < len(plan.world["op_rank"]):
+        awaited += f" (rank {plan.world['op_rank'][counter['of']]})"
     return f"{waited} {awaited} {reached}"

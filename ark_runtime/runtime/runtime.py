@@ -76,6 +76,9 @@ def _collected(kernel: ResidentKernel, dma: DmaEngine | None, go_signal: GoSigna
 
 
 class Runtime:
+    _world_counters = None  # a World's rank (world_runtime.py): this rank's counter array, which peers add to
+    _peer_counters: list[int] = []  # ... and every rank's counter array's address, rank by rank
+
     def __init__(self, model: Model, *, engine: str | None = "auto", bind: dict | None = None,
                  sms: int | None = None, budget_s: float = 10.0, copy_path: str = "auto", placement: str = "cost",
                  fuse_chains: bool = True, split_k: bool | None = None, knobs: dict | None = None):
@@ -148,8 +151,6 @@ class Runtime:
     # --- set-up ----------------------------------------------------------------------------------
     def _start(self, props: dict, bind: dict, budget_s: float) -> None:
         """Plan (copies on the paths chosen), generate, compile, allocate, register and launch."""
-        from driver.gpu import compile
-
         kinds = tuple((name, path.split(":")[0]) for name, path in self._paths_by_name.items())
         try:
             self.lowered = lower(self.source_model, self._spec, replace(self._options, copy_paths=kinds))
@@ -160,10 +161,29 @@ class Runtime:
         if gone:
             raise LoopError(f"bind names {', '.join(gone)}, which the kernel keeps in registers only (fused into "
                             "an elementwise chain); bind the chain's inputs and result, or make it a model output")
-        self.plan: Plan = self.lowered.plan
-        self.source = self.lowered.source
         self._paths = {op: self._paths_by_name[model.tensors[model.ops[op].output].name]
                        for op in self.lowered.copy_paths}
+        tensors = []
+        for t in model.tensors:  # a state written in place is its state's memory
+            if t.alias is not None and t.name in bind:
+                raise LoopError(f"bind[{t.name!r}]: {t.name} is state {model.tensors[t.alias].name} as written in place; "
+                                f"bind {model.tensors[t.alias].name}")
+            tensors.append(tensors[t.alias] if t.alias is not None
+                           else tensor_memory(t, bind.get(t.name), self._device_id))
+        overlap = overlapping_binds(model, tensors, set(bind))
+        if overlap:
+            raise LoopError(overlap)
+        self._start_lowered(props, tensors, budget_s)
+
+    def _start_lowered(self, props: dict, tensors: list, budget_s: float, defer: bool = False) -> None:
+        """Compile, check, and launch `self.lowered` over the tensors' memory (`tensors`, per tensor id); `defer`:
+        everything but the launch, which _begin() makes (a World's ranks: every GPU's memory and module made before
+        any kernel is resident, since allocating waits for a resident kernel)."""
+        from driver.gpu import compile
+
+        self.model = model = self.lowered.model
+        self.plan: Plan = self.lowered.plan
+        self.source = self.lowered.source
         self._graph_ops = self.lowered.graph_ops
         cupy = self._cupy
         try:
@@ -179,16 +199,7 @@ class Runtime:
         # opted in whatever the size: the kernel's own static arrays count against the 48 KiB default too
         self._fn.max_dynamic_shared_size_bytes = self.source.smem_bytes
         self._io = cupy.cuda.Stream(non_blocking=True)  # set() and get(): never ordered behind the loop kernel
-        self._tensors = []
-        for t in model.tensors:  # a state written in place is its state's memory
-            if t.alias is not None and t.name in bind:
-                raise LoopError(f"bind[{t.name!r}]: {t.name} is state {model.tensors[t.alias].name} as written in place; "
-                                f"bind {model.tensors[t.alias].name}")
-            self._tensors.append(self._tensors[t.alias] if t.alias is not None
-                                 else tensor_memory(t, bind.get(t.name), self._device_id))
-        overlap = overlapping_binds(model, self._tensors, set(bind))
-        if overlap:
-            raise LoopError(overlap)
+        self._tensors = tensors
         self._copies = np.zeros((max(len(model.ops), 1), 4), np.int32)
         for op, path in self._paths.items():
             if path.startswith("engine:"):
@@ -199,7 +210,7 @@ class Runtime:
                             and gate_fits(props, self._fn, gate, self.source.smem_bytes))
         for g, op in enumerate(self._graph_ops):
             self._copies[op] = (2, g, int(self.graph_ahead), 0)
-        self._launch(budget_s, gate if self.graph_ahead else None)
+        self._launch(budget_s, gate if self.graph_ahead else None, defer)
 
     def _check_layout(self, module) -> None:
         out = self._cupy.zeros(len(expected_offsets()), self._cupy.uint64)
@@ -213,13 +224,14 @@ class Runtime:
         ptr, owner, _ = self._tensors[tid]
         return self._dma.region(ptr, self.model.tensors[tid].nbytes, owner)
 
-    def _launch(self, budget_s: float, gate) -> None:
+    def _launch(self, budget_s: float, gate, defer: bool = False) -> None:
         cupy = self._cupy
         prog = self.lowered.program  # made with the plan (and cached with it)
         dev = lambda a: cupy.asarray(np.ascontiguousarray(a))  # noqa: E731
         self._arrays = {
             "ins": dev(prog.ins), "stream_start": dev(prog.stream_start), "members": dev(prog.members),
-            "counters": cupy.zeros(max(prog.num_counters, 1), cupy.uint64),
+            "counters": (self._world_counters if self._world_counters is not None
+                         else cupy.zeros(max(prog.num_counters, 1), cupy.uint64)),
             "finished": cupy.zeros(FINISHED_WORDS, cupy.uint64),
             "fault_flag": cupy.zeros(1, cupy.uint32),
             "tensors": dev(self._tensor_words()),
@@ -258,6 +270,11 @@ class Runtime:
         self._kernel = ResidentKernel(self.model.name, self._control, stream, start, self._arrays["finished"],
                                       keep=[self._arrays, self._tensors, self._dma, self._graphs], open_gates=gates)
         self._go = 0  # iterations asked for, in all: the value of `go` once the last write landed
+        if not defer:
+            self._begin()
+
+    def _begin(self) -> None:
+        """Launch the kernel _launch made ready."""
         self._kernel.launch()
         self._state = "running"
         self._finalizer = weakref.finalize(self, _collected, self._kernel, self._dma, self._go_signal)
@@ -275,7 +292,10 @@ class Runtime:
             except TensorMapError as exc:
                 raise LoopError(f"tensor {self.model.tensors[m.tensor].name}: {exc} (or set {SM90_TMA_ENV}=0 to load "
                                 "it without TMA)") from None
-        return tensor_words([p for p, _, _ in self._tensors], maps, tensor_maps_at(len(self._tensors)))
+        addresses = [p for p, _, _ in self._tensors]
+        if self._peer_counters:  # a World's rank: every rank's counters (codegen.peers_at), after the addresses
+            addresses += self._peer_counters
+        return tensor_words(addresses, maps, tensor_maps_at(len(self._tensors), max(1, len(self._peer_counters))))
 
     # --- tensors ---------------------------------------------------------------------------------
     def _tensor(self, name: str):
@@ -529,7 +549,7 @@ class Runtime:
         ns = self._arrays["tile_ns"].get(stream=self._io).reshape(-1, 2)
         out = []
         for op in self.model.ops:
-            if op.kind != "copy":
+            if op.kind != "copy" or op.id not in self._paths:  # (a World's rank runs only its own copies)
                 continue
             tiles = [i for i, t in enumerate(self.plan.tiles) if t["op"] == op.id]
             # the longest of its tiles: an SM copy's tiles run side by side on as many SMs (their stamps may come

@@ -296,3 +296,19 @@ def test_inputs_of_the_wrong_count_are_refused():
         w.evaluate({"x": 1})
     with pytest.raises(ValueError, match=r"input 'r1.x' \(4, 4\) is missing"):
         w.evaluate([_inputs(2, 4, 4, 0)[0], {}])
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"world": "w"}, "WorldRuntime takes a World, not str"),
+    ({"budget_s": 0}, r"budget_s must be a number of seconds in \(0, 3600\]"),
+    ({"placement": "random"}, "placement 'random' is not one of"),
+    ({"bind": [{}]}, "bind must be a list of 2 dicts"),
+    ({"bind": [{}, {"nope": 1}]}, "bind\\[1\\] names nope, which rank 1's model has no tensor called"),
+])
+def test_world_runtime_refuses_bad_arguments_before_it_looks_for_a_gpu(kw, message):
+    from ark_runtime.runtime import LoopError
+    from ark_runtime.runtime.world_runtime import WorldRuntime
+
+    args = {"world": World(program(["neg"], 2, 4, 4)), **kw}
+    with pytest.raises(LoopError, match=message):
+        WorldRuntime(args.pop("world"), **args)
