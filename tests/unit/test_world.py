@@ -312,3 +312,43 @@ def test_world_runtime_refuses_bad_arguments_before_it_looks_for_a_gpu(kw, messa
     args = {"world": World(program(["neg"], 2, 4, 4)), **kw}
     with pytest.raises(LoopError, match=message):
         WorldRuntime(args.pop("world"), **args)
+
+
+def test_the_shared_arena_holds_what_peers_touch_and_every_rank_lays_it_out_alike():
+    from ark_runtime.runtime.world_process import ARENA_ALIGN, arena_layout, shared_tensors
+
+    w = World(program(["matmul", "ring", "all_reduce_two", "gather_scatter"], 3, 12, 8))
+    lw = lower_world(w, DeviceSpec(num_sms=4))
+    j = lw.joined
+    shared = shared_tensors(j)
+    touched_by_others = {j.model.tensors[t].root for op in j.model.ops for t in (*op.inputs, op.output)
+                         if j.tensor_rank[j.model.tensors[t].root] != j.op_rank[op.id]}
+    assert shared == touched_by_others and shared  # the recv buffers, the all-reduce's inputs and shares
+    assert not any(j.model.tensors[t].name.endswith(".w") for t in shared)  # weights stay each rank's own
+    n = lw.ranks[0].program.num_counters
+    for r in range(3):
+        layout = arena_layout(j, r, n)
+        assert set(layout.offsets) == {t for t in shared if j.tensor_rank[t] == r}
+        spans = sorted((off, off + j.model.tensors[t].nbytes) for t, off in layout.offsets.items())
+        assert all(off % ARENA_ALIGN == 0 for off, _ in spans)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # no overlap
+        assert layout.counters_at >= (spans[-1][1] if spans else 0) and layout.nbytes == layout.counters_at + 8 * n
+        assert layout == arena_layout(lower_world(w, DeviceSpec(num_sms=4)).joined, r, n)  # every process alike
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"world": "w"}, "WorldProcess takes a World, not str"),
+    ({"rank": 2}, r"rank=2: give this process's rank of the World, 0\.\.1"),
+    ({"rank": True}, r"rank=True"),
+    ({"placement": "x"}, "placement 'x' is not one of"),
+    ({"budget_s": -1}, r"budget_s must be a number of seconds"),
+    ({"close_timeout_s": 0}, r"close_timeout_s must be a number of seconds"),
+    ({"bind": {"nope": 1}}, "bind names nope, which rank 0's model has no tensor called"),
+])
+def test_world_process_refuses_bad_arguments_before_it_looks_for_a_gpu(kw, message):
+    from ark_runtime.runtime import LoopError
+    from ark_runtime.runtime.world_process import WorldProcess
+
+    args = {"world": World(program(["neg"], 2, 4, 4)), "rank": 0, **kw}
+    with pytest.raises(LoopError, match=message):
+        WorldProcess(args.pop("world"), args.pop("rank"), **args)
