@@ -10,8 +10,8 @@ The World is lowered once (world_plan.lower_world); every tensor is allocated on
 holds it (or bound there: bind[r] by rank r's names), and every GPU maps every other's memory (CUDA peer access), so a
 tile reads or writes a peer's tensor as its own and adds to a peer's counters. Ranks may share a GPU (a loopback
 World, to test a program on one GPU): each then takes `sms` of its SMs, side by side. Each rank is a Runtime of its own
-(`ranks[r]`: report, profile, iteration_ns) started from its part of the World's plan; run, wait and stop act on
-every rank. A rank that faults, or waits past the budget on a peer that never signals (a peer that died), raises
+(`ranks[r]`: profile, iteration_ns) started from its part of the World's plan; run, wait and stop act on every
+rank, and report() says, for each op that moves bytes between ranks, which rank's SMs moved how many of whose. A rank that faults, or waits past the budget on a peer that never signals (a peer that died), raises
 LoopFault naming the rank, the tile and the op waited for, and every rank is stopped.
 
 Peers must reach each other's memory (NVLink or PCIe peer access); GPUs that cannot are refused. Copies to host
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ark_runtime.lower import LowerError, LowerOptions, Lowered
 from ark_runtime.runtime.faults import LoopError
@@ -31,6 +31,18 @@ from ark_runtime.runtime.tensors import overlapping_binds, tensor_memory
 from ark_runtime.scheduler import PLACEMENTS, DeviceSpec, device_family
 from ark_runtime.world import World
 from ark_runtime.world_plan import LoweredWorld, lower_world
+
+
+@dataclass(frozen=True)
+class WorldTransfer:
+    rank: int  # the rank whose SMs ran the op
+    op: int
+    kind: str
+    tensor: str  # the op's output
+    peers: tuple[int, ...]  # the other ranks whose memory it read or wrote
+    bytes: int  # of theirs, an iteration
+    path: str  # "sm": the SMs' loads and stores over the link
+    time_us: float  # the last iteration's, by the GPU clock: the op's longest tile
 
 
 def enable_peer_access(devices: Sequence[int]) -> None:
@@ -194,6 +206,32 @@ class WorldRuntime:
             except LoopError as exc:
                 self.stop(drain=False)
                 raise type(exc)(f"rank {r} (GPU {self.devices[r]}): {exc}") from None
+
+    def report(self) -> list[WorldTransfer]:
+        """Every op that moves bytes between ranks (a copy into a peer's memory, reduce_peers, gather_peers): which
+        rank ran it, the peers it read or wrote, the bytes of theirs it moved, its path (SM loads and stores: "sm")
+        and its last time by the GPU clock (its longest tile), between runs."""
+        import numpy as np
+
+        j = self.lowered.joined
+        out = []
+        for r, rt in enumerate(self.ranks):
+            with _on(self.devices[r]):
+                rt._idle("report")
+                ns = rt._arrays["tile_ns"].get(stream=rt._io).reshape(-1, 2)
+            for op in j.model.ops:
+                if j.op_rank[op.id] != r:
+                    continue
+                peers = sorted({j.tensor_rank[j.model.tensors[t].root] for t in (*op.inputs, op.output)} - {r})
+                if not peers:
+                    continue
+                moved = sum(j.model.tensors[t].nbytes for t in (*op.inputs, op.output)
+                            if j.tensor_rank[j.model.tensors[t].root] != r)
+                tiles = [t["id"] for t in self.lowered.plan.tiles if t["op"] == op.id]
+                took = int((ns[tiles, 1].astype(np.int64) - ns[tiles, 0].astype(np.int64)).max())
+                out.append(WorldTransfer(r, op.id, op.kind, j.model.tensors[op.output].name, tuple(peers), moved,
+                                         self.lowered.ranks[r].copy_paths.get(op.id, "sm"), max(took, 0) / 1e3))
+        return out
 
     def stop(self, drain: bool = True, timeout: float = 30.0) -> None:
         """Stop every rank (after its queued iterations with `drain`); idempotent."""

@@ -84,3 +84,19 @@ def test_a_peer_that_never_runs_faults_the_waiting_rank_naming_it(placement):
             wr.ranks[0].run(1)  # rank 1 is never asked to run: its send never comes
             with pytest.raises(LoopFault, match=r"timed out|waited .* for tile .* on rank 1"):
                 wr.ranks[0].wait(timeout=20)
+
+
+def test_report_names_every_transfer_between_ranks(placement):
+    from ark_runtime.runtime.world_runtime import WorldRuntime
+    from ark_runtime.world import World
+
+    devices, sms = placement
+    w = World(program(["all_reduce_one", "ring"], 2, 64, 256))
+    with WorldRuntime(w, devices, sms=sms) as wr:
+        wr.run(2)
+        wr.wait()
+        rows = wr.report()
+    kinds = sorted((row.rank, row.kind) for row in rows)
+    assert kinds == [(0, "copy"), (0, "reduce_peers"), (1, "copy"), (1, "reduce_peers")]
+    assert all(row.path == "sm" and row.peers == (1 - row.rank,) and row.bytes == 64 * 256 * 4 and row.time_us > 0
+               for row in rows)
