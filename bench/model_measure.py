@@ -16,16 +16,19 @@ BERT_OUTPUTS = ("last_hidden_state",)
 
 
 class TorchMeasurer:
-    def __init__(self, config: ModelsConfig):
+    def __init__(self, config: ModelsConfig, device: str = "cuda", dtype=None):
+        """`device` and `dtype` (default bfloat16): where and how the modules and inputs are made (a test runs the
+        PyTorch side on the CPU)."""
         import torch
 
         self.torch = torch
         self.config = config
+        self.where, self.dtype = device, dtype or torch.bfloat16
         self.llama_shape, self.bert_shape = model_shapes.shapes(config.quick)
         self._held: tuple[object, object] | None = None  # (shape, module)
 
     def device(self) -> str:
-        return self.torch.cuda.get_device_name()
+        return self.torch.cuda.get_device_name() if self.where != "cpu" else "cpu"
 
     def versions(self) -> dict[str, str]:
         import transformers
@@ -45,7 +48,7 @@ class TorchMeasurer:
         self._held = None
         self._free()
         build = model_shapes.bert if isinstance(shape, model_shapes.BertShape) else model_shapes.llama
-        module = build(self.torch, shape, device="cuda")
+        module = build(self.torch, shape, device=self.where, dtype=self.dtype)
         self._held = (shape, module)
         return module
 
@@ -59,7 +62,7 @@ class TorchMeasurer:
         torch = self.torch
         shape = self.bert_shape if case.kind is Kind.BERT else self.llama_shape
         module = self._module(shape)
-        ids = model_shapes.token_ids(torch, shape.vocab, case.batch, case.tokens, device="cuda")
+        ids = model_shapes.token_ids(torch, shape.vocab, case.batch, case.tokens, device=self.where)
         weights = model_shapes.parameter_bytes(module)
         try:
             if case.kind is Kind.DECODE:

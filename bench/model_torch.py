@@ -20,11 +20,9 @@ from bench.timing import events_us, reps_for
 def read_bandwidth(torch, nbytes: int = READ_BYTES, samples: int = 10) -> float:
     """Bytes per second that torch.sum reads from a `nbytes` bf16 tensor (median of `samples` after 3)."""
     x = torch.ones(nbytes // 2, dtype=torch.bfloat16, device="cuda")
-    try:
-        us = events_us(torch, lambda: x.sum(dtype=torch.float32), 1, samples)
-    finally:
-        del x
-        torch.cuda.empty_cache()
+    us = events_us(torch, lambda: x.sum(dtype=torch.float32), 1, samples)
+    x = None
+    torch.cuda.empty_cache()  # the 4 GiB back before the models are built
     return nbytes / (us * 1e-6)
 
 
@@ -98,22 +96,33 @@ def decode_static(torch, module, ids, steps: int, rows: int) -> Outcome:
 def decode_compiled(torch, module, ids, steps: int, rows: int) -> Outcome:
     """The static-cache step (forward and argmax) under torch.compile(mode="reduce-overhead", fullgraph=True), as
     Hugging Face's static-cache guide does: the prefill eager, each step a CUDA graph replay. The first calls compile
-    and record; the cache is reset and the prompts prefilled again before the timed steps."""
+    and record; the cache is reset and the prompts prefilled again before the timed steps. Where the step cannot be
+    one graph (torch._dynamo's Unsupported), it is compiled again with graph breaks, and a note says so."""
+    notes = []
     with torch.no_grad():
         cache = _static_cache(module, rows)
         first = _greedy(module(ids, past_key_values=cache, use_cache=True).logits)  # the cache's lazy allocation
-        compiled = torch.compile(lambda token: _greedy(module(token, past_key_values=cache, use_cache=True).logits),
-                                 mode="reduce-overhead", fullgraph=True, dynamic=False)
 
-        def step(token):
-            torch.compiler.cudagraph_mark_step_begin()
-            return compiled(token).clone()  # the graph's output is overwritten by its next replay
+        def compiled_step(fullgraph: bool):
+            compiled = torch.compile(lambda t: _greedy(module(t, past_key_values=cache, use_cache=True).logits),
+                                     mode="reduce-overhead", fullgraph=fullgraph, dynamic=False)
 
-        _timed_steps(torch, step, first, min(4, steps))
+            def step(token):
+                torch.compiler.cudagraph_mark_step_begin()
+                return compiled(token).clone()  # the graph's output is overwritten by its next replay
+            _timed_steps(torch, step, first, min(4, steps))  # compile, record, replay
+            return step
+
+        try:
+            step = compiled_step(fullgraph=True)
+        except torch._dynamo.exc.Unsupported as exc:
+            notes.append(f"not one graph (fullgraph: {str(exc).splitlines()[0][:160]}); compiled with graph breaks")
+            torch._dynamo.reset()
+            step = compiled_step(fullgraph=False)
         cache.reset()
         first = _greedy(module(ids, past_key_values=cache, use_cache=True).logits)
         ms = _timed_steps(torch, step, first, steps)
-    return Outcome(ms)
+    return Outcome(ms, notes=notes)
 
 
 def _outputs(out, names: tuple[str, ...], batch: int) -> dict:

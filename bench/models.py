@@ -44,7 +44,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -135,8 +135,6 @@ class ModelsConfig:
 
 def quick_config(config: ModelsConfig) -> ModelsConfig:
     """The same cases on two-layer models with fewer steps and samples."""
-    from dataclasses import replace
-
     return replace(config, quick=True, new_tokens=64, reps=10, samples=3)
 
 

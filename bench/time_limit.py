@@ -4,7 +4,8 @@ once the time has passed (SIGALRM).
 The exception arrives when the interpreter next runs Python code: a C call that never returns (a CUDA
 synchronize behind a kernel that never ends) is not cut short. It derives from BaseException so that code inside
 the block that catches every Exception (compilers falling back, retries) does not swallow it. Off the main thread
-(where signals cannot be handled) or without setitimer the block runs with no limit."""
+(where signals cannot be handled), without setitimer, or while another alarm is set, the block runs with no limit
+of its own."""
 
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ def enforceable() -> bool:
 def time_limit(seconds: float) -> Iterator[None]:
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0 or math.isnan(seconds):
         raise ValueError(f"a time limit is a positive number of seconds, not {seconds!r}")
-    if not enforceable() or math.isinf(seconds):
-        yield
+    if not enforceable() or math.isinf(seconds) or signal.getitimer(signal.ITIMER_REAL)[0] > 0:
+        yield  # an alarm already set (pytest-timeout's signal method, say) is left alone, and is the only limit
         return
 
     def expire(signum, frame):

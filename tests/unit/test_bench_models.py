@@ -78,6 +78,16 @@ def test_cases_come_in_the_benchmarks_order_each_once(names):
     assert [c.name for c in picked] == [c.name for c in CASES if c.name in want]
 
 
+@given(st.text(max_size=40))
+def test_any_text_is_a_set_of_cases_or_one_clear_error(text):
+    try:
+        picked = models.pick_cases(text)
+    except models.CaseError as exc:
+        assert str(exc).startswith("unknown case(s) ") and "choose from decode-b1" in str(exc)
+        return
+    assert picked and set(picked) <= set(CASES)
+
+
 def test_the_cases_are_the_issues():
     by = {c.name: c for c in CASES}
     assert [(c.batch, c.tokens) for c in GROUPS["decode"]] == [(1, 32), (8, 32)]
