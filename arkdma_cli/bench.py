@@ -56,8 +56,8 @@ def register(sub) -> None:
     lp.set_defaults(func=run_loop)
 
     mo = bsub.add_parser(
-        "models", help="whole models on the loop kernel (Llama-1B decode and prefill, BERT-Large) beside PyTorch eager, "
-                       "HF static cache and torch.compile; about 8 minutes on an H200",
+        "models", help="whole models on the loop kernel (Llama-1B decode and prefill, BERT-Large) beside PyTorch "
+                       "eager, HF static cache and torch.compile; about 8 minutes on an H200",
         description="Hugging Face Llama-3.2-1B-shaped decode (32-token prompt, 128 new tokens, batch 1 and 8) and "
                     "prefill (128, 512 tokens), BERT-Large (batch 1 and 8, sequence 128 and 384), random weights, "
                     "bf16, on the loop-kernel runtime beside PyTorch eager, Hugging Face's static cache (decode) and "
@@ -360,7 +360,7 @@ def models_table(result) -> Table:
     bw = f"; read {result.read_gbps:,.0f} GB/s ({result.read_method})" if result.read_gbps else ""
     t = Table(title=f"whole models on {result.device} (torch {result.versions.get('torch', '?')}{bw}), ms per decode "
                     "step or forward")
-    for col in ("model", "case", "arkdma (p10-p90)", "run(1)+wait", "eager", "HF static", "compiled", "x compiled",
+    for col in ("model", "case", "arkdma (p10-p90)", "run(1)+wait", "eager", "HF static", "compiled", "compiled/arkdma",
                 "% read bw", "check", "errors"):
         t.add_column(col, justify="left" if col in ("model", "case", "check", "errors") else "right")
     fmt = lambda v: "-" if v is None else f"{v:,.3f}"  # noqa: E731

@@ -1,5 +1,5 @@
-"""The measurer `arkdma bench models` runs on a GPU: for each case the Hugging Face module (built once and kept while the
-next case uses the same one), the inputs, and each method's measuring function (bench/model_torch.py,
+"""The measurer `arkdma bench models` runs on a GPU: for each case the Hugging Face module (built once and kept while
+the next case uses the same one), the inputs, and each method's measuring function (bench/model_torch.py,
 bench/model_arkdma.py); after each case the compiled graphs and cached GPU memory are let go."""
 
 from __future__ import annotations

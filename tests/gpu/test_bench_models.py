@@ -1,7 +1,8 @@
 """`arkdma bench models --quick` end to end on a GPU: every case measured by every method (the loop kernel, PyTorch
 eager, HF's static cache, torch.compile), the runtime's greedy tokens and outputs checked against eager's, the JSON
 and the plot written. Skips without a GPU, PyTorch or transformers. It compiles eight small models with
-torch.compile, so it takes a few minutes: it asks pytest-timeout, where installed, for 600 s."""
+torch.compile, so it takes a few minutes: marked slow (left out of the default run; `-m gpu` takes it in, as
+bench/gpu_check.sh's runtime-tests step does), and it asks pytest-timeout, where installed, for 600 s."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import json
 
 import pytest
 
-pytestmark = [pytest.mark.gpu] + ([pytest.mark.timeout(600)] if importlib.util.find_spec("pytest_timeout") else [])
+TIMEOUT = [pytest.mark.timeout(600)] if importlib.util.find_spec("pytest_timeout") else []
+pytestmark = [pytest.mark.gpu, pytest.mark.slow, *TIMEOUT]
 
 
 def test_a_quick_run_measures_and_checks_every_case(gpu, tmp_path):
