@@ -1,4 +1,5 @@
-"""`arkdma bench dma` and `arkdma bench interference`: GPU benchmarks with tables, JSON and plots.
+"""`arkdma bench ...`: GPU benchmarks (DMA paths, interference, the loop kernel, whole models, tuning) and lowering at
+scale, with tables, JSON and plots.
 
 The benchmarks live in bench/ and are imported only when a command runs (they need CuPy and a GPU).
 """
@@ -14,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from arkdma_cli.arguments import input_file, output_file, seconds
 from driver.errors import ArkdmaError, EngineUnavailable
 
 KiB, MiB = 1024, 1 << 20
@@ -52,6 +54,36 @@ def register(sub) -> None:
     lp.add_argument("--json", type=Path, help="write device, torch version and rows as JSON here")
     lp.add_argument("--plot", type=Path, default=Path("out/bench_loop.png"), help="PNG (default out/bench_loop.png)")
     lp.set_defaults(func=run_loop)
+
+    mo = bsub.add_parser(
+        "models", help="whole models on the loop kernel (Llama-1B decode and prefill, BERT-Large) beside PyTorch "
+                       "eager, HF static cache and torch.compile; about 8 minutes on an H200",
+        description="Hugging Face Llama-3.2-1B-shaped decode (32-token prompt, 128 new tokens, batch 1 and 8) and "
+                    "prefill (128, 512 tokens), BERT-Large (batch 1 and 8, sequence 128 and 384), random weights, "
+                    "bf16, on the loop-kernel runtime beside PyTorch eager, Hugging Face's static cache (decode) and "
+                    "torch.compile(mode='reduce-overhead'), all in one run on one GPU. The whole default run takes "
+                    "roughly 8 minutes on an H200, most of it torch.compile and the runtime's first builds; --quick "
+                    "about a minute. Each row is written to the JSON as it is measured; a PNG goes beside it.")
+    mo.add_argument("--cases", type=model_cases, default=None, metavar="CASES",
+                    help="comma-separated cases or groups (default: all): decode-b1, decode-b8, prefill-128, "
+                         "prefill-512, bert-b1-s128, bert-b1-s384, bert-b8-s128, bert-b8-s384; groups decode, "
+                         "prefill, bert, all")
+    mo.add_argument("--quick", action="store_true",
+                    help="the same cases on two-layer models with a small hidden size, 64 decode steps (about a "
+                         "minute)")
+    mo.add_argument("--no-compile", action="store_true",
+                    help="leave out the torch.compile baselines (the longest part of a run)")
+    mo.add_argument("--row-timeout", type=seconds, default=300.0, metavar="SECONDS",
+                    help="time for every method of one row together; what runs past it is recorded as timed out "
+                         "and the run goes on (default 300)")
+    mo.add_argument("--json", type=output_file, default=Path("out/bench_models.json"), metavar="FILE",
+                    help="device, versions, read bandwidth and rows, rewritten after each row "
+                         "(default out/bench_models.json)")
+    mo.add_argument("--plot", type=output_file, default=None, metavar="FILE",
+                    help="PNG (default: beside the JSON, the same name ending .png)")
+    mo.add_argument("--from-json", type=input_file, metavar="FILE",
+                    help="no measuring: print the table and draw the plot of a run saved with --json")
+    mo.set_defaults(func=run_models)
 
     tu = bsub.add_parser("tune", help="each knob setting of a matmul's kernel at real models' shapes, on the GPU")
     tu.add_argument("--shapes", default=None,
@@ -308,6 +340,109 @@ def run_loop(args, console: Console | None = None) -> int:
     wrong = [f"{r.case} {r.model}" for r in result.rows if not r.ok]
     if wrong:
         console.print(f"[red]results differ from PyTorch: {', '.join(wrong)}[/red]")
+        return 1
+    return 0
+
+
+def model_cases(text: str):
+    """--cases of `bench models`: an argparse type, so a bad name is a usage error before any work."""
+    import argparse
+
+    from bench.models import CaseError, pick_cases
+
+    try:
+        return pick_cases(text)
+    except CaseError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def models_table(result) -> Table:
+    bw = f"; read {result.read_gbps:,.0f} GB/s ({result.read_method})" if result.read_gbps else ""
+    t = Table(title=f"whole models on {result.device} (torch {result.versions.get('torch', '?')}{bw}), ms per decode "
+                    "step or forward")
+    for col in ("model", "case", "arkdma (p10-p90)", "run(1)+wait", "eager", "HF static", "compiled", "compiled/arkdma",
+                "% read bw", "check", "errors"):
+        t.add_column(col, justify="left" if col in ("model", "case", "check", "errors") else "right")
+    fmt = lambda v: "-" if v is None else f"{v:,.3f}"  # noqa: E731
+    for r in result.rows:
+        ark = "-" if r.arkdma_ms is None else fmt(r.arkdma_ms) + (
+            "" if r.arkdma_p10_ms is None else f" ({r.arkdma_p10_ms:,.3f}-{r.arkdma_p90_ms:,.3f})")
+        if r.ok is None:
+            check = "-"
+        elif r.tokens_compared is not None:
+            check = (f"{r.tokens_equal}/{r.tokens_compared} equal, {r.near_ties} near-tie"
+                     f"{'' if r.near_ties == 1 else 's'}")
+            check += "" if r.ok else f", [red]{r.divergences - r.near_ties} WRONG[/red]"
+        else:
+            check = f"ok {r.max_rel_err:.1e}" if r.ok else f"[red]WRONG {r.max_rel_err:.2e}[/red]"
+        errors = "; ".join(f"{k}: {v[:70]}" for k, v in r.errors.items())
+        t.add_row(r.model, r.case, ark, fmt(r.latency_ms), fmt(r.eager_ms), fmt(r.static_ms), fmt(r.compiled_ms),
+                  "-" if r.ratio_to_compiled is None else f"{1 / r.ratio_to_compiled:.2f}",
+                  "-" if r.pct_hbm is None else f"{r.pct_hbm:.1f}", check,
+                  f"[red]{errors}[/red]" if r.failed else errors)
+    return t
+
+
+def run_models(args, console: Console | None = None, measurer=None) -> int:
+    """`measurer`: what measures (bench.models.Measurer); default the GPU's (bench/model_measure.py)."""
+    console = console or _console()
+    from bench import models
+
+    plot_path = args.plot or (args.from_json or args.json).with_suffix(".png")
+    if args.from_json:
+        try:
+            result = models.ModelsResult.from_json(json.loads(args.from_json.read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ArkdmaError(f"{args.from_json} is not a result of `arkdma bench models --json`: {exc}") from exc
+    else:
+        config = models.ModelsConfig(cases=args.cases or models.CASES, compile=not args.no_compile,
+                                     row_timeout_s=args.row_timeout)
+        if args.quick:
+            config = models.quick_config(config)
+        if measurer is None:
+            _need_gpu()
+            try:
+                import torch  # noqa: F401
+                import transformers  # noqa: F401
+            except ImportError as exc:
+                raise EngineUnavailable(f"bench models compares with PyTorch and Hugging Face transformers: {exc} "
+                                        "(pip install -e '.[torch]')") from None
+            from bench.model_measure import TorchMeasurer
+
+            measurer = TorchMeasurer(config)
+
+        def finished(result) -> None:  # each row printed and saved at once: a cut-off run keeps them
+            r = result.rows[-1]
+            figures = ", ".join(f"{k} {v:.3f} ms" for k, v in (("arkdma", r.arkdma_ms), ("compiled", r.compiled_ms))
+                                if v is not None)
+            progress.console.print(f"{r.model} {r.case}: {figures or 'no figures'}"
+                                   + "".join(f"; {k} failed: {v}" for k, v in r.errors.items()))
+            models.save(result, args.json)
+            sys.stdout.flush()
+
+        with _progress(console) as progress:
+            task = progress.add_task("starting", total=None)
+
+            def step(what: str) -> None:
+                progress.update(task, description=what)
+                if not console.is_terminal:  # a log has no live bar: say each step on its own line
+                    progress.console.print(what)
+
+            result = models.run(config, measurer, step, finished)
+        models.save(result, args.json)
+    console.print(models_table(result))
+    for note in result.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    for r in result.rows:
+        for note in r.notes:
+            console.print(f"[yellow]note:[/yellow] {r.case}: {note}")
+    models.plot(result, plot_path)
+    console.print(f"plot: {plot_path}")
+    if not args.from_json:
+        console.print(f"json: {args.json}")
+    bad = [r.case for r in result.rows if r.ok is False or r.failed]
+    if bad:
+        console.print(f"[red]arkdma failed or differs from PyTorch eager: {', '.join(bad)}[/red]")
         return 1
     return 0
 

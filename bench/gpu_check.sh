@@ -5,7 +5,8 @@
 # OUTDIR/steps.txt. STEPs (default all: tests dma interference demo) pick some of them, e.g. the peer rows
 # on a two-GPU machine: `bench/gpu_check.sh OUTDIR tests interference`. The runtime's steps, not in the default:
 # runtime-tests (the loop-kernel GPU tests, one process, each test bounded), loop (`bench loop`), plan (`bench plan
-# --runtime`), tune (`bench tune`), generate (examples/generate.py --tiny, batch 1 and 8).
+# --runtime`), tune (`bench tune`), generate (examples/generate.py --tiny, batch 1 and 8), models (`bench models`,
+# the default run: Llama-1B decode and prefill, BERT-Large, beside PyTorch; about 8 minutes, bounded at 10).
 #
 #   bench/gpu_check.sh OUTDIR [STEP...]
 #
@@ -77,6 +78,12 @@ fi
 if wants tune; then
     step "bench tune" 420 $arkdma bench tune --json "$out/tune.json" >"$out/tune.log" 2>&1
     tail -20 "$out/tune.log"
+fi
+
+if wants models; then
+    step "bench models" 600 $arkdma bench models --json "$out/models.json" --plot "$out/models.png" \
+        >"$out/models.log" 2>&1
+    cut -c1-240 "$out/models.log" | tail -24
 fi
 
 if wants generate; then

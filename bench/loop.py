@@ -22,8 +22,6 @@ p10/p90; `roundtrip_ratio` = roundtrip_us / graph_roundtrip_us.
 from __future__ import annotations
 
 import math
-import statistics
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -33,6 +31,8 @@ import numpy as np
 from ark_runtime import models
 from ark_runtime.kernel.codes import RING
 from ark_runtime.model import Model
+from bench.timing import (RoundTrips, cuda_graph, events_us, graph_round_trips, graph_us, iteration_us, reps_for,
+                          round_trips)
 
 CASES = ("a", "b", "c", "d", "e", "f")
 TOL = {"fp32": 1e-3, "fp16": 2e-2, "bf16": 6e-2}  # of the output's scale, as the GPU tests
@@ -187,84 +187,6 @@ def _neg_chain(torch, x, n: int):
     return x
 
 
-# --- timing -------------------------------------------------------------------------------------------------
-def _events_us(torch, call: Callable, reps: int, samples: int) -> float:
-    """Median over `samples` of CUDA-event time per call, `reps` calls each, after a warm-up."""
-    for _ in range(3):
-        call()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(samples):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(reps):
-            call()
-        end.record()
-        end.synchronize()
-        out.append(start.elapsed_time(end) * 1e3 / reps)
-    return statistics.median(out)
-
-
-def _graph(torch, call: Callable):
-    """One call captured in a CUDA graph (after warm-up on a side stream, as PyTorch asks)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            call()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
-    return graph
-
-
-def _graph_us(torch, call: Callable, reps: int, samples: int) -> float:
-    return _events_us(torch, _graph(torch, call).replay, reps, samples)
-
-
-@dataclass(frozen=True)
-class RoundTrips:
-    """Host round trips by perf_counter, in us."""
-
-    median: float
-    p10: float
-    p90: float
-
-    @classmethod
-    def of(cls, trips: list[float]) -> RoundTrips:
-        p10, p50, p90 = np.percentile(trips, [10, 50, 90])
-        return cls(float(p50), float(p10), float(p90))
-
-
-def round_trips(step: Callable[[], None], samples: int, warmup: int) -> RoundTrips:
-    """`step()` (one round trip: start the work, return once the host knows it finished) `warmup` times, then
-    `samples` times timed one by one."""
-    for _ in range(warmup):
-        step()
-    trips = []
-    for _ in range(samples):
-        t0 = time.perf_counter()
-        step()
-        trips.append((time.perf_counter() - t0) * 1e6)
-    return RoundTrips.of(trips)
-
-
-def _graph_round_trips(torch, graph, samples: int, warmup: int) -> RoundTrips:
-    """One replay of a CUDA graph + torch.cuda.synchronize(), per round trip."""
-    torch.cuda.synchronize()
-
-    def step() -> None:
-        graph.replay()
-        torch.cuda.synchronize()
-    return round_trips(step, samples, warmup)
-
-
-def _reps_for(us_guess: float, reps: int) -> int:
-    """Fewer calls per timing for long calls (about 0.2 s at most)."""
-    return max(3, min(reps, int(2e5 / max(us_guess, 1.0))))
-
-
 def _rel_err(got: np.ndarray, want: np.ndarray) -> float:
     scale = max(1.0, float(np.abs(want).max()))
     return float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max()) / scale
@@ -274,19 +196,19 @@ def _torch_baselines(torch, case: Case, inputs: dict, config: LoopConfig, notes:
     call = lambda: case.fn(**inputs)  # noqa: E731
     want = call()
     torch.cuda.synchronize()
-    first = _events_us(torch, call, 1, 1)
-    reps = _reps_for(first, config.reps)
-    eager = _events_us(torch, call, reps, config.samples)
-    captured = _graph(torch, call)
-    graph = _events_us(torch, captured.replay, reps, config.samples)
-    graph_trips = _graph_round_trips(torch, captured, config.roundtrips, config.roundtrip_warmup)
+    first = events_us(torch, call, 1, 1)
+    reps = reps_for(first, config.reps)
+    eager = events_us(torch, call, reps, config.samples)
+    captured = cuda_graph(torch, call)
+    graph = events_us(torch, captured.replay, reps, config.samples)
+    graph_trips = graph_round_trips(torch, captured, config.roundtrips, config.roundtrip_warmup)
     compiled = None
     if config.compile and case.compile:
         try:
             fn = torch.compile(case.fn)
             ccall = lambda: fn(**inputs)  # noqa: E731
             ccall()
-            compiled = _graph_us(torch, ccall, reps, config.samples)
+            compiled = graph_us(torch, ccall, reps, config.samples)
         except Exception as exc:  # noqa: BLE001 - a baseline that cannot be built is reported, not fatal
             notes.append(f"torch.compile: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
     return want, eager, graph, compiled, graph_trips
@@ -335,10 +257,7 @@ def _arkdma(case: Case, inputs: dict, iterations: int, config: LoopConfig) -> Ar
         trips = round_trips(step, config.roundtrips, config.roundtrip_warmup)
         if case.copy_path == "graph":  # the RING iterations timed take in a relaunch of the kernel's graph
             iterations = graph_window(rt.iterations_done, GRAPH_LAUNCHES_PER_RUN)
-        rt.run(iterations)
-        rt.wait(timeout=120)
-        stamps = rt.iteration_ns()
-        gaps = np.diff(stamps) / 1e3
+        gaps = iteration_us(rt, iterations)
         out = rt.get(case.model.tensors[case.model.outputs[0]].name)
         report = rt.report()
         profile = rt.profile()

@@ -99,7 +99,7 @@ def test_round_trips_time_each_step_after_the_warmup():
     """round_trips: the warm-up steps are not timed; each timed step is one sample; p10 <= median <= p90."""
     import time
 
-    from bench.loop import round_trips
+    from bench.timing import round_trips
 
     calls = []
 
