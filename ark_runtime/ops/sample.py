@@ -26,7 +26,7 @@ from ark_runtime.ops.spec import Built, OpSpec, arity, esize, no_attrs, require_
 from ark_runtime.philox import SEED_LIMIT, sample_uniform
 from ark_runtime.tiling import Region
 
-SMEM = 1296  # sample.cuh's SAMPLE_SMEM: argmax's slots, 16 double sums a warp and the CTA's, the found column
+SMEM = 9488  # sample.cuh's SAMPLE_SMEM: argmax's slots, 16 double sums a warp and the CTA's, a list of 1024 kept
 MAX_TEMPERATURE = 1e6  # log2(e) / temperature stays a normal float; hotter is uniform to float precision anyway
 LOG2E = math.log2(math.e)
 

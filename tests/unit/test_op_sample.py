@@ -68,6 +68,7 @@ def test_the_uniform_numbers_are_multiples_of_2_to_the_minus_24_in_0_1_and_look_
 _BUILT: dict[tuple, Path] = {}
 
 
+
 def _host(dtype: str, cols: int, each: bool, tmp_path_factory) -> Path:
     """sample_on_host.cpp built for one (dtype, cols, step per row) with the system's C++ compiler."""
     cxx = shutil.which("c++") or shutil.which("g++")
@@ -157,6 +158,9 @@ HOST_CASES = [  # dtype, cols (16-byte pieces unless odd), step per row, logits,
     ("fp16", 33, False, "ties", 1e-30, 0, 1.0),
     ("fp16", 3, True, "normal", 1e5, 2, 1.0),
     ("bf16", 128256, True, "normal", 1.0, 50, 0.9),
+    ("fp32", 4097, True, "ties", 1.0, 2000, 0.9),  # more kept than the shared-memory list holds: read from the row
+    ("bf16", 2048, False, "ties", 0.8, 1024, 0.7),  # the list full
+    ("fp16", 2000, True, "specials", 0.9, 1025, 0.99),
 ]
 
 
@@ -177,6 +181,27 @@ def test_sample_cuh_on_the_host_draws_the_references_columns(dtype, cols, each, 
     differ = np.flatnonzero(got != want)
     assert (margin[differ] < NEAR).all(), (differ, got[differ], want[differ], margin[differ])
     assert len(differ) <= 1
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["fp32", "bf16"]), st.sampled_from([9, 1000]), st.sampled_from(["normal", "ties", "specials"]),
+       st.sampled_from([0.0, 1e-3, 0.6, 1.0, 3.0]), st.integers(0, 1000), st.sampled_from([1.0, 0.95, 0.5, 0.05]),
+       st.integers(0, (1 << 64) - 1), st.integers(0, 1 << 20))
+def test_sample_cuh_on_the_host_draws_the_references_columns_for_any_setting(tmp_path_factory, dtype, cols, kind,
+                                                                            temperature, top_k, top_p, seed,
+                                                                            data_seed):
+    rng = np.random.default_rng(data_seed)
+    raw, held = _bits(dtype, _logits((8, cols), rng, kind))
+    steps = rng.integers(0, 1 << 31, 8)
+    top_k = min(top_k, cols)
+    if temperature == 0.0:
+        top_k, top_p = 0, 1.0  # the argmax template: not sample.cuh
+        temperature = 1.0
+    exe = _host(dtype, cols, True, tmp_path_factory)
+    got = _host_sample(exe, raw, steps, seed, temperature, top_k, top_p)
+    want = sample_rows(held, steps, seed, temperature, top_k, top_p)
+    differ = np.flatnonzero(got != want)
+    assert (boundary_margin(held, steps, seed, temperature, top_k, top_p)[differ] < NEAR).all(), (got, want)
 
 
 # --- the reference against the intended distribution -------------------------------------------------------------------

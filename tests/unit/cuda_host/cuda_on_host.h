@@ -1,11 +1,12 @@
 /* Just enough of CUDA for a row-wise op template to run on the host, one CTA of 256 threads as 256 std::threads:
  * threadIdx, __syncthreads (a barrier of all 256), the warp shuffles and ballots (a barrier of the warp's 32 around
- * an exchange of values), the bit casts and the fp16 / bf16 types. The templates' own headers are read unchanged;
+ * an exchange of values), shared-memory atomicAdd, the bit casts and the fp16 / bf16 types. The templates' own headers are read unchanged;
  * rows.cuh, which the sample op needs only for the CTA's shape and the SFU's 2^x (inline PTX), is replaced here.
  * Every lane of a warp must reach a shuffle together, as the `0xffffffff` masks promise on the GPU. */
 #ifndef ARK_CUDA_ON_HOST_H
 #define ARK_CUDA_ON_HOST_H
 
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -58,6 +59,7 @@ inline float __half2float(__half h) {  // exact: every fp16 value is a float
   return sign ? -v : v;
 }
 inline float __bfloat162float(__nv_bfloat16 h) { return __uint_as_float((unsigned)h.x << 16); }
+inline int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
 inline int __ffs(unsigned x) { return x ? __builtin_ctz(x) + 1 : 0; }
 inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
 using std::max;
