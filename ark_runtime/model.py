@@ -193,6 +193,15 @@ class Model:
         first NaN where a row has one (NumPy's argmax)."""
         return self.op("argmax", x)
 
+    def sample(self, logits: Tensor, step: Tensor, *, seed: int, temperature: float = 1.0, top_k: int = 0,
+               top_p: float = 1.0) -> Tensor:
+        """One column drawn per row of `logits`, int32 [..., 1] like argmax: from softmax(logits / temperature) cut
+        to the top_k largest (0: all), then to the smallest set of those whose probability reaches top_p (ties to
+        the lower column), renormalized. The random number of row r comes from (seed, step[r] or step[0], r):
+        `step` an int32 tensor of one element or one per row that the GPU holds (a decode position), so each
+        iteration draws afresh. temperature=0 is greedy (the argmax). See ark_runtime/ops/sample.py."""
+        return self.op("sample", logits, step, seed=seed, temperature=temperature, top_k=top_k, top_p=top_p)
+
     def slice(self, x: Tensor, start: int, stop: int) -> Tensor:
         """Columns [start, stop) of x's last axis, a new tensor [..., stop - start]."""
         return self.op("slice", x, start=start, stop=stop)

@@ -1,11 +1,13 @@
-"""Greedy generation with a Hugging Face causal LM run as resident loop kernels: the prompt's prefill, then every new
-token made inside one resident kernel (the next step reads the token the last one wrote) and streamed to Python as it
-lands, beside the same model's generation in PyTorch.
+"""Generation with a Hugging Face causal LM run as resident loop kernels: the prompt's prefill, then every new token
+made inside one resident kernel (the next step reads the token the last one wrote) and streamed to Python as it
+lands, beside the same model's generation in PyTorch. Greedy unless a temperature is given; then each token is drawn
+on the GPU (top-k / top-p with a seed: the sample op).
 
     python -m examples.generate                      # a Llama-3.2-1B-shaped model, random weights
     python -m examples.generate --tiny --new 16      # a small one, quick
     python -m examples.generate --checkpoint PATH    # a local checkpoint (LlamaForCausalLM, Qwen2ForCausalLM)
     python -m examples.generate --tiny --batch 8     # 8 prompts decoded together
+    python -m examples.generate --tiny --temperature 0.8 --top-k 50 --top-p 0.95 --seed 1   # sampled
 
 Prefill and decode are two loop-kernel models that share the key/value caches (bound to the same PyTorch tensors):
 a prefill runtime writes each prompt's block of them, the decode runtime appends to every block at once
@@ -25,10 +27,28 @@ def parse(argv):
     p.add_argument("--prompt", type=int, default=32, help="prompt tokens (random ids; default 32)")
     p.add_argument("--new", type=int, default=128, help="tokens to generate (default 128)")
     p.add_argument("--batch", type=int, default=1, help="prompts decoded together (default 1)")
+    p.add_argument("--temperature", type=float, default=0.0, help="sample at this temperature (default 0: greedy)")
+    p.add_argument("--top-k", type=int, default=0, help="sample from the k likeliest tokens (default 0: all)")
+    p.add_argument("--top-p", type=float, default=1.0, help="sample from the likeliest tokens holding this much "
+                   "probability (default 1: all)")
+    p.add_argument("--seed", type=int, default=0, help="the sampler's seed, 0 to 2**64 - 1 (default 0)")
     args = p.parse_args(argv)
     if args.prompt < 1 or args.new < 1 or args.batch < 1:
         p.error("--prompt, --new and --batch must be at least 1")
+    if not 0 <= args.temperature <= 1e6:  # NaN too
+        p.error(f"--temperature must be 0 (greedy) or a number up to 1e6, not {args.temperature}")
+    if args.top_k < 0 or not 0 < args.top_p <= 1 or not 0 <= args.seed < 1 << 64:
+        p.error("--top-k must be at least 0, --top-p in (0, 1], --seed in 0 .. 2**64 - 1")
+    if args.temperature == 0 and (args.top_k or args.top_p < 1):
+        p.error("--top-k and --top-p shape a sampled distribution: give --temperature above 0 with them (0 is greedy)")
     return args
+
+
+def sampling(args) -> dict | None:
+    """The decode model's sampling settings (hf_decode.build), or None for greedy."""
+    if args.temperature == 0:
+        return None
+    return dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
 
 
 def _module(args):
@@ -70,13 +90,15 @@ def main(argv=None) -> int:
     import torch
 
     from ark_runtime.frontend.hf_decode import build
+    from ark_runtime.ops.sample import sample_rows
     from ark_runtime.runtime import Runtime
 
     module = _module(args)
-    capacity, batch = args.prompt + args.new + 1, args.batch
+    capacity, batch, draw = args.prompt + args.new + 1, args.batch, sampling(args)
     ids = torch.randint(0, module.config.vocab_size, (batch, args.prompt), device="cuda",
                         generator=torch.Generator(device="cuda").manual_seed(1))
-    prefill, decode = build(module, capacity, prompt=args.prompt), build(module, capacity, ring=args.new, batch=batch)
+    prefill = build(module, capacity, prompt=args.prompt)
+    decode = build(module, capacity, ring=args.new, batch=batch, sampling=draw)
     caches = {t.name: torch.zeros(t.shape, dtype=torch.bfloat16, device="cuda")
               for t in decode.model.tensors if t.name.endswith(("cache_k", "cache_v"))}
     t0 = time.perf_counter()
@@ -86,7 +108,10 @@ def main(argv=None) -> int:
         with Runtime(prefill.model, bind={**prefill.weights, **blocks, "ids": ids[b].int().contiguous()}) as rt:
             rt.run(1)
             rt.wait(timeout=120)
-            first.append(int(rt.get(prefill.logits)[-1].argmax()))
+            last = rt.get(prefill.logits)[-1]
+            # the first token as the decode steps draw theirs: step = its input's position, row = the sequence
+            first.append(int(last.argmax()) if draw is None else
+                         int(sample_rows(last[None], [args.prompt - 1], rows=[b], **draw)[0]))
     start = {"token": [[t] for t in first], "position": [args.prompt] * batch, "length": [args.prompt] * batch}
     tokens, stamps = [], []
     with Runtime(decode.model, bind={**decode.weights, **caches}) as rt:
@@ -102,11 +127,16 @@ def main(argv=None) -> int:
         per_step = (stamps[-1] - t1) / len(stamps)
     steps = [first] + [tokens[i:i + batch] for i in range(0, len(tokens) - batch, batch)]
     ref, torch_per_step = torch_generate(module, ids, args.new)
-    agree = sum(a == b for ours, theirs in zip(steps, ref) for a, b in zip(ours, theirs))
     print(f"arkdma: {batch / per_step:,.0f} tokens/s ({per_step * 1e3:.3f} ms a step of {batch}; ready in "
           f"{started:.1f} s)")
     print(f"PyTorch (HF, its cache): {batch / torch_per_step:,.0f} tokens/s ({torch_per_step * 1e3:.3f} ms a step)")
-    print(f"greedy tokens equal to PyTorch's: {agree} of {batch * len(ref)} (bf16: a near-tie may go either way)")
+    if draw is None:
+        agree = sum(a == b for ours, theirs in zip(steps, ref) for a, b in zip(ours, theirs))
+        print(f"greedy tokens equal to PyTorch's: {agree} of {batch * len(ref)} (bf16: a near-tie may go either way)")
+    else:
+        print(f"sampled (temperature {args.temperature:g}, top-k {args.top_k}, top-p {args.top_p:g}, seed "
+              f"{args.seed}): no comparison with PyTorch's greedy tokens; the first of sequence 0: "
+              f"{[s[0] for s in steps[:8]]}")
     return 0
 
 

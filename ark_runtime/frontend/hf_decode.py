@@ -8,8 +8,10 @@ separate output weights) as loop-kernel models that keep its key/value caches as
   are states, one per sequence; each layer appends each sequence's key and value at its position in its own block
   of the caches and attends over that block's first `length` rows (a state counted on each step: no new plan or
   compile as the caches grow; sequences may stand at different positions); the next tokens are the logits'
-  argmax, written back into the token state and into a ring of tokens in pinned host memory (`batch` rows of one
-  token a step, sequence by sequence) with its count (`Runtime.stream` yields the rows).
+  argmax, or with `sampling` a draw of the sample op (top-k / top-p with a seed, on the GPU; the position state is
+  its step, so sequence b's token at position p + 1 is drawn from (seed, p, b)), written back into the token state
+  and into a ring of tokens in pinned host memory (`batch` rows of one token a step, sequence by sequence) with its
+  count (`Runtime.stream` yields the rows).
 
 The caches are [batch, capacity, kv_heads * D] (the prefill's batch is 1: one prompt at a time into one block,
 bound to that sequence's slice of the decode caches).
@@ -72,9 +74,25 @@ def rope_tables(module, capacity: int):
     return cos[0, :, :half].contiguous(), sin[0, :, :half].contiguous()
 
 
-def build(module, capacity: int, prompt: int | None = None, ring: int = 0, batch: int = 1) -> DecodeModel:
+SAMPLING_KEYS = ("temperature", "top_k", "top_p", "seed")
+
+
+def sampling_args(sampling) -> dict | None:
+    """`sampling` as the sample op's keyword arguments (None: greedy), or ModelError saying what it must be; the
+    values are checked by the op (ops/sample.py) when the model is built."""
+    if sampling is None:
+        return None
+    if not isinstance(sampling, dict) or "seed" not in sampling or set(sampling) - set(SAMPLING_KEYS):
+        raise ModelError(f"sampling={sampling!r}: give None (greedy) or a dict of seed and any of temperature, "
+                         "top_k, top_p, e.g. dict(temperature=0.8, top_k=50, top_p=0.95, seed=0)")
+    return dict(sampling)
+
+
+def build(module, capacity: int, prompt: int | None = None, ring: int = 0, batch: int = 1,
+          sampling: dict | None = None) -> DecodeModel:
     """The prefill model of a `prompt`-token prompt (`prompt` given), else the decode step of `batch` sequences
-    (`ring`: the steps of tokens kept on the host)."""
+    (`ring`: the steps of tokens kept on the host; `sampling`: None for the argmax, or dict(temperature, top_k,
+    top_p, seed) for the sample op's draw, seed required)."""
     c, heads, kv_heads, d = _config(module)
     dt = _dtype(module)
     if not isinstance(capacity, int) or capacity < 1 or capacity > getattr(c, "max_position_embeddings", capacity):
@@ -85,6 +103,9 @@ def build(module, capacity: int, prompt: int | None = None, ring: int = 0, batch
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1 or (prompt is not None and batch != 1):
         raise ModelError(f"batch={batch!r}: a decode step takes 1 or more sequences; a prefill takes one prompt (run "
                          "one per sequence into its block of the caches)")
+    draw = sampling_args(sampling)
+    if draw is not None and prompt is not None:
+        raise ModelError("sampling goes with a decode step (prompt=None); a prefill gives logits, not tokens")
     s = prompt or 1
     decode = prompt is None
     m = Model(f"{type(module).__name__}-{f'decode{batch}' if decode else f'prefill{s}'}")
@@ -145,7 +166,7 @@ def build(module, capacity: int, prompt: int | None = None, ring: int = 0, batch
     logits = m.matmul(x, weight("lm_head", module.lm_head.weight, transpose=True))
     out.logits = logits.name
     if decode:
-        nxt = m.argmax(logits)  # [batch, 1, 1]
+        nxt = m.argmax(logits) if draw is None else m.sample(logits, pos, **draw)  # [batch, 1, 1]
         m.write(tok, nxt, 0)
         if ring:
             # each step's tokens as `batch` rows of one token, sequence by sequence; the count moves by the batch

@@ -77,6 +77,13 @@ def apply(torch, op: Op, args: list):
         return args[0].transpose(-1, -2).contiguous()
     if op.kind == "argmax":
         return torch.argmax(args[0], dim=-1, keepdim=True).to(torch.int32)
+    if op.kind == "sample":  # no PyTorch call draws Philox's numbers: the NumPy sampler on PyTorch's values
+        from ark_runtime.ops.sample import sample_rows
+
+        x, step = args
+        drawn = sample_rows(x.reshape(-1, x.shape[-1]).double().cpu().numpy(), step.reshape(-1).cpu().numpy(),
+                            op.attr("seed"), op.attr("temperature"), op.attr("top_k"), op.attr("top_p"))
+        return torch.tensor(drawn, dtype=torch.int32, device=x.device).reshape(*x.shape[:-1], 1)
     if op.kind == "slice":
         return args[0][..., op.attr("start"):op.attr("stop")].contiguous()
     if op.kind == "concat":

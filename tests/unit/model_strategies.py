@@ -1,8 +1,8 @@
 """Random models for Hypothesis: chains of every op kind on small shapes, mixing broadcasts and reuse, in one
 float dtype (fp32 unless asked). Every tensor the chain goes on with has the first input's shape and dtype; ops that
-change either come back to it (a cast and its way back, argmax's index as a factor, a transpose transposed again, a
-row sliced in two and joined again), and casts and argmax read the input, whose values every implementation holds
-alike, so they round and pick alike."""
+change either come back to it (a cast and its way back, argmax's or a sampled index as a factor, a transpose
+transposed again, a row sliced in two and joined again), and casts, argmax and sample read the input, whose values
+every implementation holds alike, so they round and pick alike."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def models(draw, dtype: str = "fp32"):
         a = draw(st.sampled_from(pool))
         kind = draw(st.sampled_from(["unary", "binary", "bcast", "matmul", "softmax", "rmsnorm", "reduce",
                                      "attention", "layernorm", "rope", "embedding", "copy", "rope_heads", "cast",
-                                     "argmax", "transpose", "slice_concat"]))
+                                     "argmax", "transpose", "slice_concat", "sample"]))
         if kind == "unary":
             out = m.unary(draw(st.sampled_from(["gelu", "neg", "exp"])), a)
         elif kind == "binary":
@@ -52,6 +52,11 @@ def models(draw, dtype: str = "fp32"):
             out = m.cast(m.cast(pool[0], draw(st.sampled_from([d for d in FLOAT_DTYPES if d != dtype]))), dtype)
         elif kind == "argmax":
             out = m.mul(a, m.cast(m.argmax(pool[0]), dtype))
+        elif kind == "sample":  # the ids as the step: one per row
+            drawn = m.sample(pool[0], ids, seed=draw(st.integers(0, (1 << 64) - 1)),
+                             temperature=draw(st.sampled_from([0.0, 0.5, 1.0])), top_k=draw(st.integers(0, cols)),
+                             top_p=draw(st.sampled_from([1.0, 0.9, 0.3])))
+            out = m.mul(a, m.cast(drawn, dtype))
         elif kind == "transpose":
             out = m.transpose(m.transpose(a))
         elif kind == "slice_concat":

@@ -88,7 +88,14 @@ def test_loop_model_example_runs_on_a_gpu(capsys):
 
 
 @pytest.mark.parametrize("args, says", [(["--new", "0"], "must be at least 1"), (["--prompt", "x"], "invalid int"),
-                                        (["--batch", "0"], "must be at least 1")])
+                                        (["--batch", "0"], "must be at least 1"),
+                                        (["--temperature", "-1"], "--temperature must be 0 (greedy)"),
+                                        (["--temperature", "nan"], "--temperature must be 0 (greedy)"),
+                                        (["--temperature", "1", "--top-p", "0"], "--top-p in (0, 1]"),
+                                        (["--temperature", "1", "--top-k", "-2"], "--top-k must be at least 0"),
+                                        (["--temperature", "1", "--seed", "-1"], "--seed in 0 .. 2**64 - 1"),
+                                        (["--top-k", "5"], "give --temperature above 0 with them"),
+                                        (["--top-p", "0.5"], "give --temperature above 0 with them")])
 def test_generate_example_refuses_bad_arguments(args, says, capsys):
     from examples.generate import parse
 
@@ -112,3 +119,8 @@ def test_generate_example_runs_on_a_gpu(capsys):
         assert "tokens/s" in out and f"a step of {batch}" in out
         agree, total = (int(n) for n in out.split("greedy tokens equal to PyTorch's: ")[1].split()[0:3:2])
         assert total == 12 * int(batch) and agree >= total * 3 // 4, out
+    assert main(["--tiny", "--prompt", "8", "--new", "12", "--batch", "2", "--temperature", "0.8", "--top-k", "40",
+                 "--top-p", "0.9", "--seed", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "tokens/s" in out and "sampled (temperature 0.8, top-k 40, top-p 0.9, seed 5)" in out
+    assert "greedy tokens equal" not in out

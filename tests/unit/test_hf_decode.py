@@ -1,6 +1,7 @@
 """Hugging Face Llama and Qwen2 (tiny configs, random weights) built as the loop kernel's prefill and decode models:
 the prefill's logits and the caches it writes, and every decode step's logits and greedy token, in the float64
-reference, against the module's own forward with its own cache, on the CPU."""
+reference, against the module's own forward with its own cache, on the CPU; a sampling decode's tokens against the
+NumPy sampler (ops/sample.py) on the module's logits with the same seed."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ transformers = pytest.importorskip("transformers", reason="the `torch` extra (Py
 from ark_runtime.frontend.hf_decode import build, caches_from  # noqa: E402
 from ark_runtime.lower import lower  # noqa: E402
 from ark_runtime.model import ModelError  # noqa: E402
+from ark_runtime.ops.sample import boundary_margin, sample_rows  # noqa: E402
 from ark_runtime.reference import evaluate  # noqa: E402
 from ark_runtime.scheduler import DeviceSpec  # noqa: E402
 
@@ -125,13 +127,65 @@ def test_sequences_at_different_positions_each_decode_as_if_alone():
         assert np.allclose(got[b], want[0], atol=1e-9), b
 
 
+def test_a_sampling_decode_draws_what_the_numpy_sampler_draws_from_the_modules_logits():
+    """Two sequences decoded with top-k / top-p sampling: each step's token, in the reference, is the NumPy sampler's
+    draw from the module's own logits at that step (step = the position, row = the sequence), but where the draw lies
+    within rounding of a boundary; the first token is drawn on the host alike (step = the prompt's last position)."""
+    module = _module("llama")
+    cfg = dict(temperature=0.9, top_k=20, top_p=0.9, seed=(1 << 64) - 5)
+    ids = torch.randint(0, 96, (2, PROMPT), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        first = module(ids, use_cache=True)
+    c = module.config
+    caches = caches_from(first.past_key_values, PROMPT, CAPACITY, c.num_key_value_heads,
+                         c.hidden_size // c.num_attention_heads)
+    decode = build(module, CAPACITY, ring=16, batch=2, sampling=cfg)
+    assert [op.kind for op in decode.model.ops].count("sample") == 1
+    assert "argmax" not in [op.kind for op in decode.model.ops]
+    tokens = sample_rows(first.logits[:, -1].double().numpy(), [PROMPT - 1], **cfg)
+    positions = np.full(2, PROMPT)
+    state = {**caches, "token": tokens.astype(np.int32)[:, None], "position": positions.astype(np.int32),
+             "length": positions.astype(np.int32)}
+    past, not_argmax = first.past_key_values, 0
+    for step in range(STEPS):
+        with torch.no_grad():
+            ref = module(torch.tensor(tokens)[:, None], past_key_values=past, use_cache=True)
+        past = ref.past_key_values
+        values = evaluate(decode.model, _inputs(decode, state))
+        logits = ref.logits[:, 0].double().numpy()
+        by_name = {t.name: values[t.id] for t in decode.model.tensors if t.producer is None}
+        got = by_name["token"][:, 0].astype(np.int64)
+        want = sample_rows(logits, positions + step, **cfg)
+        near = boundary_margin(logits, positions + step, **cfg) < 1e-6
+        assert ((got == want) | near).all(), f"step {step}: {got} against {want}"
+        not_argmax += int((got != logits.argmax(-1)).sum())
+        tokens = got
+        state = {name: by_name[name] for name in by_name if name not in decode.weights}
+    assert state["tokens"][:STEPS * 2, 0].reshape(STEPS, 2)[-1].tolist() == tokens.tolist()
+    assert not_argmax > 0  # a draw, not the argmax
+
+
+def test_sampling_settings_are_checked():
+    module = _module("llama")
+    for bad in (0.5, dict(temperature=0.5), dict(seed=1, top_n=3), [("seed", 1)]):
+        with pytest.raises(ModelError, match="sampling=.*: give None \\(greedy\\) or a dict of seed"):
+            build(module, CAPACITY, sampling=bad)
+    with pytest.raises(ModelError, match="sampling goes with a decode step"):
+        build(module, CAPACITY, prompt=4, sampling=dict(seed=1))
+    with pytest.raises(ModelError, match="sample: top_p=2 must be a number in \\(0, 1\\]"):
+        build(module, CAPACITY, sampling=dict(seed=1, top_p=2))
+    with pytest.raises(ModelError, match="sample: top_k=97 must be an int in 0 .. 96"):
+        build(module, CAPACITY, sampling=dict(seed=1, top_k=97))
+
+
 def test_both_models_lower_and_compile():
     from ark_runtime.kernel.codegen import INCLUDE_DIR
     from driver.gpu import compile
 
     module = _module("qwen2").to(torch.bfloat16)
     for built in (build(module, CAPACITY, prompt=PROMPT), build(module, CAPACITY, ring=16),
-                  build(module, CAPACITY, ring=16, batch=4)):
+                  build(module, CAPACITY, ring=16, batch=4),
+                  build(module, CAPACITY, ring=16, batch=4, sampling=dict(top_k=40, top_p=0.9, seed=7))):
         lw = lower(built.model, DeviceSpec(num_sms=132))
         assert compile.cubin(lw.source.text, "sm_90a", (f"-I{INCLUDE_DIR}",))[:4] == b"\x7fELF"
 
