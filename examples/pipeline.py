@@ -82,8 +82,9 @@ def whole(torch, t: list[dict], cfg: Config) -> list[list]:
     return [hs, [stage(torch, h.clone(), t[1]["w1"], t[1]["w2"]) for h in hs]]
 
 
-def reference(cfg: Config, values: list[dict[str, np.ndarray]]) -> list[list[np.ndarray]]:
-    """Every rank's outputs in float64 (PyTorch on the CPU), from the inputs as the GPU holds them."""
+def reference(cfg: Config, values: list[dict[str, np.ndarray]], iterations: int = 1) -> list[list[np.ndarray]]:
+    """Every rank's outputs in float64 (PyTorch on the CPU), from the inputs as the GPU holds them (the same after
+    any number of iterations: nothing carries over)."""
     import torch
 
     t = [{k: torch.from_numpy(np.asarray(v, np.float64)) for k, v in vals.items()} for vals in values]

@@ -7,11 +7,12 @@ the same block in PyTorch + NCCL, both checked against float64 PyTorch before th
     python -m examples.tensor_parallel --tiny           # small shapes, quick
     python -m examples.tensor_parallel --devices 0,0    # both ranks on GPU 0 (a loopback World)
 
-The shape is GPT-2 XL's (hidden 1600, 25 heads of 64, MLP 6400) at the batch ARK's paper trained it with (NSDI '23:
+Iterations are a stack of the block: each iteration's input is the output the last one wrote (a state on both
+sides), so an iteration is one whole block after another. The shape is GPT-2 XL's (hidden 1600, 25 heads of 64, MLP 6400) at the batch ARK's paper trained it with (NSDI '23:
 sequence length 384, batch 4 a GPU), so 1536 tokens. A pre-LN GPT-2 block with biases: x2 = x + attention(LN1(x)) @ Wo
 + bo, out = x2 + gelu(LN2(x2) @ W1 + b1) @ W2 + b2 (GELU's tanh form, causal attention). Megatron needs the heads to
 divide among the ranks; GPT-2 XL's 25 do not, so rank 0 takes 13 heads and rank 1 12 (the ranks' models differ in
-shape; the all-reduced tensors do not), keeping the model's shape; --heads 24 gives an even split.
+shape; the all-reduced tensors do not), keeping the model's shape; --heads 20 (heads of 80) splits evenly.
 
 arkdma: WorldRuntime drives both GPUs from this process; time per iteration is the median gap between the ends of
 consecutive iterations by the GPU clock (p10, p90), of the slower rank. PyTorch + NCCL: two processes spawned with
@@ -121,7 +122,7 @@ def world(cfg: Config):
         i0, i1 = cfg.inner_of(r)
         w, mine = (h1 - h0) * cfg.head_dim, i1 - i0
         m = Model("tp-block", rank=r, world=RANKS)
-        x = m.input("x", (cfg.batch, cfg.seq, h), dt)
+        x = m.state("x", (cfg.batch, cfg.seq, h), dt)  # the next iteration's input: this one's output
         ln = {n: m.input(n, (h,), dt) for n in ("ln1_w", "ln1_b", "ln2_w", "ln2_b")}
         proj = {n: (m.input(f"w{n}", (h, w), dt), m.input(f"b{n}", (w,), dt)) for n in "qkv"}
         wo, bo = m.input("wo", (w, h), dt), m.input("bo", (h,), dt)
@@ -133,7 +134,9 @@ def world(cfg: Config):
         x2 = m.add(m.add(x, o), bo)
         u = m.gelu(m.add(m.matmul(m.layernorm(x2, ln["ln2_w"], ln["ln2_b"]), w1), b1))
         d = m.all_reduce(m.matmul(u, w2))
-        m.output(m.add(m.add(x2, d), b2))
+        out = m.add(m.add(x2, d), b2)
+        m.output(out)
+        m.write(x, out)
         models.append(m)
     return World(models)
 
@@ -156,26 +159,33 @@ def mlp_part(torch, t: dict, x2):
 
 
 def whole(torch, t: list[dict], cfg: Config) -> list[list]:
-    """Every rank's shard in one place, each all-reduce the sum in rank order: every rank's output (the same)."""
+    """Every rank's shard in one place, each all-reduce the sum in rank order: every rank's output (the same), which
+    becomes every rank's x."""
     heads = [h1 - h0 for h0, h1 in map(cfg.heads_of, range(RANKS))]
     o = sum(attention_part(torch, t[r], cfg, heads[r]) for r in range(RANKS))
     x2 = t[0]["x"] + o + t[0]["bo"]
     d = sum(mlp_part(torch, t[r], x2) for r in range(RANKS))
     out = x2 + d + t[0]["b2"]
+    for r in range(RANKS):
+        t[r]["x"].copy_(out)
     return [[out.clone()] for _ in range(RANKS)]
 
 
-def reference(cfg: Config, values: list[dict[str, np.ndarray]]) -> list[list[np.ndarray]]:
-    """Every rank's output in float64 (PyTorch on the CPU), from the inputs as the GPU holds them."""
+def reference(cfg: Config, values: list[dict[str, np.ndarray]], iterations: int = 1) -> list[list[np.ndarray]]:
+    """Every rank's output in float64 (PyTorch on the CPU) after `iterations` blocks, from the inputs as the GPU
+    holds them."""
     import torch
 
-    t = [{k: torch.from_numpy(np.asarray(v, np.float64)) for k, v in vals.items()} for vals in values]
+    t = [{k: torch.tensor(np.asarray(v, np.float64)) for k, v in vals.items()} for vals in values]
     with torch.no_grad():
-        return [[o.numpy() for o in outs] for outs in whole(torch, t, cfg)]
+        for _ in range(iterations):
+            outs = whole(torch, t, cfg)
+        return [[o.numpy() for o in per] for per in outs]
 
 
 def rank_step(torch, dist, t: dict, cfg: Config, rank: int):
-    """This rank's block with torch.distributed all-reduces: a function of no arguments returning [output]."""
+    """This rank's block with torch.distributed all-reduces, its output the next call's input: a function of no
+    arguments returning [output]."""
     h0, h1 = cfg.heads_of(rank)
 
     def step():
@@ -184,7 +194,9 @@ def rank_step(torch, dist, t: dict, cfg: Config, rank: int):
         x2 = t["x"] + o + t["bo"]
         d = mlp_part(torch, t, x2)
         dist.all_reduce(d)
-        return [x2 + d + t["b2"]]
+        out = x2 + d + t["b2"]
+        t["x"].copy_(out)  # the next block's input
+        return [out]
     return step
 
 

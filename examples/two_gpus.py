@@ -157,16 +157,20 @@ class WorldRun:
     times: Times | None  # the slower rank's time per iteration (None where the check failed)
     per_rank: list[Times] = field(default_factory=list)
     device: str = ""
+    profiles: list = field(default_factory=list)  # per rank, Profile of the last timed iteration (with profile=True)
 
 
 def run_world(world, placement: Placement, inputs: Sequence[dict[str, np.ndarray]], iterations: int,
-              check: Callable[[list[dict[str, np.ndarray]]], bool], budget_s: float = 10.0) -> WorldRun:
+              check: Callable[[list[dict[str, np.ndarray]]], bool], budget_s: float = 10.0, sms: int | None = None,
+              profile: bool = False) -> WorldRun:
     """The World on WorldRuntime: inputs set, one iteration run and its outputs handed to `check`; where it passes,
-    `iterations` more timed by the GPU clock."""
+    `iterations` more timed by the GPU clock (and, with `profile`, each rank's profile of the last). `sms`: each
+    rank's SMs (default: the placement's)."""
     from ark_runtime.runtime.world_runtime import WorldRuntime
 
     names = [[m.tensors[o].name for o in m.outputs] for m in world.models]
-    with WorldRuntime(world, list(placement.devices), sms=placement.sms, budget_s=budget_s) as wr:
+    sms = placement.sms if sms is None else sms
+    with WorldRuntime(world, list(placement.devices), sms=sms, budget_s=budget_s) as wr:
         for r, values in enumerate(inputs):
             for name, value in values.items():
                 wr.set(r, name, value)
@@ -180,7 +184,18 @@ def run_world(world, placement: Placement, inputs: Sequence[dict[str, np.ndarray
         wr.wait(timeout=120)
         run.per_rank = world_gaps(wr, iterations)
         run.times = slowest(run.per_rank)
+        if profile:
+            run.profiles = [_profile(rt) for rt in wr.ranks]
     return run
+
+
+def _profile(rt):
+    from ark_runtime.runtime import LoopError
+
+    try:
+        return rt.profile()
+    except LoopError:  # a rank that runs no tile has no profile
+        return None
 
 
 def rel_err(got: np.ndarray, want: np.ndarray) -> float:
