@@ -67,18 +67,24 @@ def _what(model: Model, op) -> str:
 
 
 def build_profile(model: Model, plan: Plan, stamps: np.ndarray) -> Profile:
-    """`stamps`: uint64 [tiles, 2], start and end (globaltimer ns) of each tile's last run."""
+    """`stamps`: uint64 [tiles, 2], start and end (globaltimer ns) of each tile's last run. Only the tiles the plan's
+    streams run count: a World's rank (world_runtime.py) has the World's tiles but its own SMs' streams, and stamps
+    only the tiles it runs."""
     stamps = np.asarray(stamps, np.int64).reshape(len(plan.tiles), 2)
-    if len(stamps) == 0 or (stamps[:, 0] == 0).any():
-        raise ValueError("no complete iteration has been timed yet: run the model at least once")
-    t0 = int(stamps[:, 0].min())
-    dur = (stamps[:, 1] - stamps[:, 0]).clip(min=0) / 1e3
-    op_of = np.array([t["op"] for t in plan.tiles])
-    sm_of = np.empty(len(plan.tiles), np.int64)
+    sm_of = np.full(len(plan.tiles), -1, np.int64)
     for sm, stream in enumerate(plan.streams):
         for item in stream:
             if item["op"] == "run":
                 sm_of[item["tile"]] = sm
+    mine = sm_of >= 0
+    if not mine.any():
+        raise ValueError("this plan's SMs run no tiles: there is nothing to profile")
+    if (stamps[mine, 0] == 0).any():
+        raise ValueError("no complete iteration has been timed yet: run the model at least once")
+    stamps, sm_of = stamps[mine], sm_of[mine]
+    t0 = int(stamps[:, 0].min())
+    dur = (stamps[:, 1] - stamps[:, 0]).clip(min=0) / 1e3
+    op_of = np.array([t["op"] for t in plan.tiles])[mine]
     iteration = (int(stamps[:, 1].max()) - t0) / 1e3
     ops = []
     for op in model.ops:

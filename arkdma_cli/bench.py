@@ -19,6 +19,7 @@ from arkdma_cli.arguments import input_file, output_file, seconds
 from driver.errors import ArkdmaError, EngineUnavailable
 
 KiB, MiB = 1024, 1 << 20
+COMM_OPS = ("put", "all_reduce", "put_rate", "overlap", "tp_block")  # bench/comm.py's OPS (kept here: no import)
 
 
 def register(sub) -> None:
@@ -84,6 +85,20 @@ def register(sub) -> None:
     mo.add_argument("--from-json", type=input_file, metavar="FILE",
                     help="no measuring: print the table and draw the plot of a run saved with --json")
     mo.set_defaults(func=run_models)
+    cm = bsub.add_parser("comm", help="communication inside the loop kernel (a World on 2 GPUs) beside NCCL and "
+                                      "symmetric memory: put latency, all_reduce, message rate, overlap, TP block")
+    cm.add_argument("--ops", default=",".join(COMM_OPS),
+                    help=f"comma-separated cases (default: all of {','.join(COMM_OPS)})")
+    cm.add_argument("--devices", default="0,1", help="the GPUs of rank 0 and rank 1 (default 0,1; on a machine with "
+                                                     "one GPU both ranks share it, a loopback)")
+    cm.add_argument("--iterations", type=int, default=None,
+                    help="iterations timed on each side (default 64; --quick 32)")
+    cm.add_argument("--quick", action="store_true", help="a few sizes and the tiny TP block (a minute at most)")
+    cm.add_argument("--no-baselines", action="store_true", help="arkdma only: leave out PyTorch + NCCL and "
+                                                                "symmetric memory")
+    cm.add_argument("--json", type=Path, help="write device, rows and notes as JSON here (each row as measured)")
+    cm.add_argument("--plot", type=Path, default=Path("out/bench_comm.png"), help="PNG (default out/bench_comm.png)")
+    cm.set_defaults(func=run_comm)
 
     tu = bsub.add_parser("tune", help="each knob setting of a matmul's kernel at real models' shapes, on the GPU")
     tu.add_argument("--shapes", default=None,
@@ -443,6 +458,113 @@ def run_models(args, console: Console | None = None, measurer=None) -> int:
     bad = [r.case for r in result.rows if r.ok is False or r.failed]
     if bad:
         console.print(f"[red]arkdma failed or differs from PyTorch eager: {', '.join(bad)}[/red]")
+        return 1
+    return 0
+
+
+def comm_config(args):
+    """The run `bench comm`'s arguments ask for; ArkdmaError naming what is wrong."""
+    from bench import comm
+
+    ops = tuple(o for o in args.ops.split(",") if o)
+    bad = [o for o in ops if o not in comm.OPS]
+    if bad or not ops:
+        raise ArkdmaError(f"unknown op(s) {', '.join(bad) or '(none given)'}; choose from {', '.join(comm.OPS)}")
+    from examples.two_gpus import parse_devices
+
+    try:
+        devices = parse_devices(args.devices)
+    except ValueError as exc:
+        raise ArkdmaError(str(exc)) from None
+    config = comm.CommConfig(ops=ops, devices=devices, baselines=not args.no_baselines)
+    if args.quick:
+        config = comm.quick(config)
+    if args.iterations is not None:
+        if args.iterations < 2:
+            raise ArkdmaError(f"--iterations must be at least 2 (time is the gap between iterations), not "
+                              f"{args.iterations}")
+        config = replace(config, iterations=args.iterations)
+    return config
+
+
+def comm_table(result) -> Table:
+    where = "loopback: both ranks on one GPU" if result.loopback else f"GPUs {', '.join(map(str, result.devices))}"
+    t = Table(title=f"communication inside the loop kernel on {result.device} ({where}), us (median, p10-p90)")
+    for col in ("op", "bytes", "arkdma us", "NCCL us", "symm us", "arkdma GB/s", "NCCL GB/s", "x NCCL", "overlap",
+                "note"):
+        t.add_column(col, justify="left" if col in ("op", "note", "overlap") else "right")
+    fmt = lambda v, p=1: "-" if v is None else f"{v:,.{p}f}"  # noqa: E731
+    for r in result.rows:
+        ark = "-" if r.arkdma_us is None else f"{r.arkdma_us:,.2f} ({r.arkdma_p10_us:,.2f}-{r.arkdma_p90_us:,.2f})"
+        nccl = "-" if r.nccl_us is None else f"{r.nccl_us:,.2f} {r.nccl_how or ''}".strip()
+        symm = "-" if r.symm_us is None else f"{r.symm_us:,.2f} {r.symm_algorithm}"
+        over = ""
+        if r.op == "overlap":
+            over = (f"{fmt(r.pct_of_ideal)}% ideal, matmul {fmt(r.matmul_slowdown_pct)}% (NCCL "
+                    f"{fmt(r.nccl_pct_of_ideal)}%, {fmt(r.nccl_matmul_slowdown_pct)}%)")
+        note = ""
+        if r.error:
+            note = f"[red]FAILED: {r.error[:90]}[/red]"
+        elif r.max_rel_err is not None:
+            note = f"err {r.max_rel_err:.1e}"
+        if r.nccl_error and not r.error:
+            note = (note + " " if note else "") + f"no NCCL: {r.nccl_error[:60]}"
+        t.add_row(r.op, _size(r.bytes), ark, nccl, symm, fmt(r.arkdma_gbps), fmt(r.nccl_gbps),
+                  "-" if r.speedup is None else f"{r.speedup:.2f}", over, note)
+    return t
+
+
+def run_comm(args, console: Console | None = None) -> int:
+    console = console or _console()
+    config = comm_config(args)
+    from driver.gpu.launch import gpu_unavailable_reason
+
+    reason = gpu_unavailable_reason()
+    if reason:
+        raise EngineUnavailable(f"bench comm runs on one or two CUDA GPUs: {reason}")
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise EngineUnavailable(f"bench comm compares with PyTorch + NCCL, which is not installed here: {exc}") from None
+    from bench import comm, comm_plot
+
+    def save(result) -> None:
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(result.as_json(), indent=1))
+
+    shown = 0
+
+    def saved(result) -> None:  # each row said and saved at once: a run cut short keeps what it measured
+        nonlocal shown
+        for r in result.rows[shown:]:
+            what = "FAILED: " + r.error[:200] if r.error else (
+                f"arkdma {r.arkdma_us:.2f} us, NCCL {'-' if r.nccl_us is None else f'{r.nccl_us:.2f}'} us")
+            progress.console.print(f"{r.op} {_size(r.bytes)}: {what}")
+        shown = len(result.rows)
+        save(result)
+        sys.stdout.flush()
+
+    with _progress(console) as progress:
+        task = progress.add_task("starting", total=None)
+
+        def step(what: str) -> None:
+            progress.update(task, description=what[:58])
+            if not console.is_terminal:
+                progress.console.print(what)
+
+        result = comm.run(config, step, saved)
+    console.print(comm_table(result))
+    for note in result.notes:
+        console.print(f"[yellow]note:[/yellow] {note[:1500]}")
+    comm_plot.plot(result, args.plot)
+    console.print(f"plot: {args.plot}")
+    if args.json:
+        save(result)
+        console.print(f"json: {args.json}")
+    failed = [f"{r.op} {_size(r.bytes)}" for r in result.rows if r.error]
+    if failed:
+        console.print(f"[red]failed: {', '.join(failed)}[/red]")
         return 1
     return 0
 

@@ -6,7 +6,11 @@
 # on a two-GPU machine: `bench/gpu_check.sh OUTDIR tests interference`. The runtime's steps, not in the default:
 # runtime-tests (the loop-kernel GPU tests, one process, each test bounded), loop (`bench loop`), plan (`bench plan
 # --runtime`), tune (`bench tune`), generate (examples/generate.py --tiny, batch 1 and 8), models (`bench models`,
-# the default run: Llama-1B decode and prefill, BERT-Large, beside PyTorch; about 8 minutes, bounded at 10).
+# the default run: Llama-1B decode and prefill, BERT-Large, beside PyTorch; about 8 minutes, bounded at 10), comm
+# (communication across GPUs: comm-tests, the World's GPU tests; comm-examples, examples/pipeline.py, data_parallel.py
+# and tensor_parallel.py --tiny; comm-bench, `bench comm`, or comm-quick, `bench comm --quick`; each also a step of
+# its own). On two GPUs with peer access rank r runs on GPU r and PyTorch's side on NCCL; on one GPU both ranks share
+# it (a loopback).
 #
 #   bench/gpu_check.sh OUTDIR [STEP...]
 #
@@ -90,6 +94,28 @@ if wants generate; then
     step generate 300 $python -m examples.generate --tiny --new 64 >"$out/generate.log" 2>&1
     step generate-batch 300 $python -m examples.generate --tiny --new 64 --batch 8 >>"$out/generate.log" 2>&1
     tail -8 "$out/generate.log"
+fi
+
+# NVLink multicast stays off in every process (the examples and bench comm set these too)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if wants comm || wants comm-tests; then
+    ARKDMA_REQUIRE_GPU=1 step comm-tests 300 $python -m pytest -q -rsfE -p no:cacheprovider -n 0 -m gpu \
+        --timeout=120 --timeout-method=thread tests/gpu/test_world.py >"$out/comm_tests.log" 2>&1
+    grep -aE "^(FAILED|ERROR)|passed|failed|Timeout" "$out/comm_tests.log" | tail -15
+fi
+
+if wants comm || wants comm-examples; then
+    for example in pipeline data_parallel tensor_parallel; do
+        step "example $example" 240 $python -m "examples.$example" --tiny >"$out/comm_$example.log" 2>&1
+        cut -c1-220 "$out/comm_$example.log" | tail -8
+    done
+fi
+
+if wants comm || wants comm-bench || wants comm-quick; then
+    quick=$(wants comm-quick && echo --quick)
+    step "bench comm" 560 $arkdma bench comm $quick --json "$out/comm.json" --plot "$out/comm.png" \
+        >"$out/comm.log" 2>&1
+    cut -c1-220 "$out/comm.log" | tail -40
 fi
 
 if wants dma; then

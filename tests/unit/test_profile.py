@@ -72,3 +72,38 @@ def test_an_iteration_not_yet_timed_is_refused():
     stamps[3] = 0
     with pytest.raises(ValueError, match="run the model at least once"):
         build_profile(m, plan, stamps)
+
+
+def test_a_world_ranks_profile_counts_only_the_tiles_it_runs():
+    """A World's rank has the World's tiles but its own SMs' streams; the other ranks' tiles are never stamped in its
+    array, and its profile is of its own tiles and ops."""
+    import dataclasses
+
+    from ark_runtime.model import Model
+    from ark_runtime.world import World
+    from ark_runtime.world_plan import lower_world
+
+    models = []
+    for r in range(2):
+        m = Model("w", rank=r, world=2)
+        x = m.unary("neg", m.input("x", (64, 256)))
+        m.send(x, 1 - r)
+        m.output(m.unary("neg", m.recv((64, 256), "fp32", 1 - r)))
+        models.append(m)
+    lw = lower_world(World(models), DeviceSpec(num_sms=4))
+    per = lw.plan.world["sms_per_rank"]
+    for rank in range(2):
+        plan = dataclasses.replace(lw.plan, streams=lw.plan.streams[rank * per:(rank + 1) * per])
+        stamps = _stamps_in_stream_order(plan)  # only this rank's tiles: the others' stay 0
+        runs = {i["tile"] for s in plan.streams for i in s if i["op"] == "run"}
+        assert 0 < len(runs) < len(plan.tiles)
+        prof = build_profile(lw.joined.model, plan, stamps)
+        assert sum(o.tiles for o in prof.ops) == len(runs) == sum(s.tiles for s in prof.sms)
+        assert {o.op for o in prof.ops} == {op for op, r in enumerate(lw.plan.world["op_rank"]) if r == rank}
+        assert len(prof.sms) == per
+        stamps[next(iter(runs))] = 0
+        with pytest.raises(ValueError, match="run the model at least once"):
+            build_profile(lw.joined.model, plan, stamps)
+    idle = dataclasses.replace(lw.plan, streams=[[] for _ in range(per)])
+    with pytest.raises(ValueError, match="run no tiles"):
+        build_profile(lw.joined.model, idle, np.zeros((len(lw.plan.tiles), 2), np.uint64))
