@@ -282,7 +282,8 @@ def run_interference(args, console: Console | None = None) -> int:
 def loop_table(result) -> Table:
     t = Table(title=f"loop kernel against PyTorch on {result.device} (torch {result.torch}), us per iteration")
     for col in ("case", "model", "arkdma (p10-p90)", "round trip (p10-p90)", "graph round trip (p10-p90)",
-                "x graph trip", "eager", "CUDA graph", "compile", "x best torch", "path / copy us", "check"):
+                "x graph trip", "host us (graph's)", "eager", "CUDA graph", "compile", "x best torch",
+                "path / copy us", "check"):
         t.add_column(col, justify="left" if col in ("case", "model", "path / copy us") else "right")
     fmt = lambda v: "-" if v is None else f"{v:,.1f}"  # noqa: E731
     spread = lambda m, lo, hi: fmt(m) + ("" if lo is None or hi is None else f" ({lo:,.1f}-{hi:,.1f})")  # noqa: E731
@@ -292,7 +293,8 @@ def loop_table(result) -> Table:
                   spread(r.roundtrip_us, r.roundtrip_p10_us, r.roundtrip_p90_us),
                   spread(r.graph_roundtrip_us, r.graph_roundtrip_p10_us, r.graph_roundtrip_p90_us),
                   "-" if r.roundtrip_ratio is None else f"{r.roundtrip_ratio:.2f}",
-                  fmt(r.eager_us), fmt(r.graph_us), fmt(r.compile_us), f"{r.ratio_to_best_torch:.2f}", extra,
+                  "-" if r.host_us is None else f"{r.host_us:,.1f} ({fmt(r.graph_host_us)})", fmt(r.eager_us),
+                  fmt(r.graph_us), fmt(r.compile_us), f"{r.ratio_to_best_torch:.2f}", extra,
                   f"ok {r.max_rel_err:.1e}" if r.ok else f"[red]WRONG {r.max_rel_err:.2e}[/red]")
     return t
 

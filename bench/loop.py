@@ -16,7 +16,9 @@ PyTorch: `eager_us` (CUDA events over `reps` calls after warm-up, per call), `gr
 a CUDA graph, replayed), `compile_us` (torch.compile's code, captured in a CUDA graph and replayed), each
 measured in the same run on the same GPU. `graph_roundtrip_us` is the host's round trip for that CUDA graph,
 timed as arkdma's is: one replay + `torch.cuda.synchronize()`, as many samples after as many warm-ups, median and
-p10/p90; `roundtrip_ratio` = roundtrip_us / graph_roundtrip_us.
+p10/p90; `roundtrip_ratio` = roundtrip_us / graph_roundtrip_us. The host's own share of each round trip:
+`host_us` = roundtrip_us - arkdma_us and `graph_host_us` = graph_roundtrip_us - graph_us (what is left once each
+side's GPU time is taken out), so a case where PyTorch's kernel is faster does not hide how the host paths compare.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ class Row:
     graph_roundtrip_p10_us: float | None = None
     graph_roundtrip_p90_us: float | None = None
     roundtrip_ratio: float | None = None  # roundtrip_us / graph_roundtrip_us
+    host_us: float | None = None  # roundtrip_us - arkdma_us: the host's share of arkdma's round trip
+    graph_host_us: float | None = None  # graph_roundtrip_us - graph_us: the host's share of the graph's
     go_path: str | None = None  # how run() handed `go` to the kernel (Runtime.go_path)
     go_writes: dict | None = None  # of the case's runs, how many wrote `go` on the GPU and how many from the host
     notes: list[str] = field(default_factory=list)
@@ -295,6 +299,7 @@ def run(config: LoopConfig, progress=None, on_row=None) -> LoopResult:
                   roundtrip_p10_us=trips.p10, roundtrip_p90_us=trips.p90, graph_roundtrip_us=graph_trips.median,
                   graph_roundtrip_p10_us=graph_trips.p10, graph_roundtrip_p90_us=graph_trips.p90,
                   roundtrip_ratio=trips.median / graph_trips.median, go_path=ark.go_path,
+                  host_us=trips.median - p50, graph_host_us=None if graph is None else graph_trips.median - graph,
                   go_writes=ark.go_writes)
         if case.case == "f":
             row.path, row.copy_us = ark.report[0].path, ark.report[0].time_us

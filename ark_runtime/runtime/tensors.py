@@ -4,6 +4,7 @@ new GPU memory or pinned host memory."""
 
 from __future__ import annotations
 
+import ctypes
 from typing import NamedTuple
 
 from ark_runtime.runtime.faults import LoopError
@@ -32,6 +33,7 @@ def tensor_memory(t, given, device_id: int) -> TensorMemory:
         return _bound(t, given, device_id)
     if t.placement == "host":
         mem = cupy.cuda.alloc_pinned_memory(t.nbytes)
+        ctypes.memset(mem.ptr, 0, t.nbytes)  # zeros, as on the device: CuPy's pinned pool hands back used blocks
         return TensorMemory(cupy.cuda.runtime.pointerGetAttributes(mem.ptr).devicePointer, mem, "host")
     arr = cupy.zeros(t.nbytes, cupy.uint8)
     return TensorMemory(arr.data.ptr, arr, "device")

@@ -270,7 +270,7 @@ def test_run_orders_the_kernel_after_a_slow_pytorch_write(gpu):
                 assert run_s < 5e-3, f"run() took {run_s * 1e3:.1f} ms: it waited for the caller's stream"
         if rt.go_path != "host":
             assert rt.go_writes["stream"] == 3, rt.go_writes  # the caller's stream was busy every time
-        torch.cuda.synchronize()
+        torch.cuda.current_stream().synchronize()  # not the device's: that waits for the resident kernel too
         before = rt.go_writes
         rt.run(1)  # nothing queued anywhere
         rt.wait()

@@ -82,6 +82,28 @@ def test_stream_yields_each_row_of_a_host_ring_as_the_kernel_counts_it(gpu):
         assert [int(row[0]) for row in rt.stream("ring", "hpos")] == [41, 42, 43]
 
 
+def test_host_states_start_at_zero_on_pinned_memory_used_before(gpu):
+    """CuPy's pinned pool hands freed blocks back as they were: host states (a ring, its count) start at zero anyway,
+    as device states do, or a count would start wherever the last owner left it."""
+    import ctypes
+
+    import cupy
+
+    from ark_runtime.runtime import Runtime
+    from tests.unit.test_states import counting_ring
+
+    m = counting_ring(64)
+    for t in m.tensors:
+        if t.placement == "host":
+            used = cupy.cuda.alloc_pinned_memory(t.nbytes)
+            ctypes.memset(used.ptr, 0x5A, t.nbytes)
+            del used  # back to the pool, its bytes unchanged
+    with Runtime(m) as rt:
+        assert rt.get("hpos").tolist() == [0] and not rt.get("ring").any()
+        rt.run(2)
+        assert [int(row[0]) for row in rt.stream("ring", "hpos")] == [1, 2]
+
+
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_a_batch_of_sequences_each_at_its_own_position(gpu, dtype):
     """Four sequences, each appended at its own position the kernel counts on and attended over its own length: the
