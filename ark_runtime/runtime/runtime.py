@@ -270,6 +270,7 @@ class Runtime:
         self._kernel = ResidentKernel(self.model.name, self._control, stream, start, self._arrays["finished"],
                                       keep=[self._arrays, self._tensors, self._dma, self._graphs], open_gates=gates)
         self._go = 0  # iterations asked for, in all: the value of `go` once the last write landed
+        self._streamed: dict[int, int] = {}  # stream(): per count state, the rows yielded so far (host states start 0)
         if not defer:
             self._begin()
 
@@ -313,6 +314,8 @@ class Runtime:
         t = self._tensor(name)
         bits = np.ascontiguousarray(to_bits(t, value))
         self._copy(self._tensors[t.id][0], bits.ctypes.data, t.nbytes)
+        if t.placement == "host" and t.dtype == "int32" and t.elements == 1:
+            self._streamed[t.id] = int(bits.view(np.int32)[0])  # a count set by hand: stream() goes on from there
 
     def get(self, name: str) -> np.ndarray:
         """A tensor's values as NumPy (bf16 as float32), between runs."""
@@ -394,9 +397,9 @@ class Runtime:
     def stream(self, ring: str, count: str, timeout: float = 30.0) -> Iterator[np.ndarray]:
         """The rows of `ring` as the kernel writes them: `ring` and `count` are states placed on the host (pinned
         memory the runtime allocated), the model writing row `count` of `ring` and then counting `count` on, each
-        iteration (a token a decode step). Yields each new row (NumPy, bf16 as float32) once `count` says it is
-        there, while the iterations queued run, without a wait() per iteration; returns when they are done and every
-        row they counted was yielded. LoopFault, or LoopTimeout when `count` stands still for `timeout` seconds."""
+        iteration (a token a decode step). Yields each row not yet yielded (NumPy, bf16 as float32; from row 0, or
+        from the value `set()` last gave `count`) once `count` says it is there, while the iterations queued run,
+        without a wait() per iteration; returns when they are done and every row they counted was yielded. LoopFault, or LoopTimeout when `count` stands still for `timeout` seconds."""
         check_timeout(timeout)
         self._refuse_unless_running("stream")
         ring_t, count_t = self._tensor(ring), self._tensor(count)
@@ -409,11 +412,14 @@ class Runtime:
             raise LoopError(f"stream(): count {count_t.name} must be an int32 of one element")
         rows = np.frombuffer(self._tensors[ring_t.id].owner, np.uint8, ring_t.nbytes).reshape(ring_t.rows, -1)
         counted = np.frombuffer(self._tensors[count_t.id].owner, np.int32, 1)
-        seen, clock = int(counted[0]), time.monotonic()
+        # from the first row not yet yielded, not from the count as it stands now: rows the kernel wrote between
+        # run() and this call are yielded too
+        seen, clock = self._streamed.get(count_t.id, 0), time.monotonic()
         while True:
             now = min(int(counted[0]), ring_t.rows)
             if now > seen:
                 for r in range(seen, now):
+                    self._streamed[count_t.id] = r + 1
                     yield from_bits(ring_t.__class__(0, ring_t.name, (ring_t.cols,), ring_t.dtype), rows[r].copy())
                 seen, clock = now, time.monotonic()
                 continue

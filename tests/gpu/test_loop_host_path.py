@@ -327,7 +327,7 @@ def test_each_go_path_when_asked_orders_the_kernel_after_the_callers_work(gpu, m
             rt.run(1)
             rt.wait()
             np.testing.assert_array_equal(rt.get(out), np.full((64, 1024), -value, np.float32))
-        cupy.cuda.Device().synchronize()
+        cupy.cuda.get_current_stream().synchronize()  # not the device's: that waits for the resident kernel too
         rt.run(1)  # idle: still the path asked for
         rt.wait()
         assert rt.go_writes == ({"stream": 3, "host": 0} if path == "stream" else {"stream": 0, "host": 3})

@@ -59,6 +59,8 @@ def test_draws_are_the_references_but_near_boundaries(gpu, dtype):
         inputs[steps.name] = rng.integers(0, 1 << 20, shape[0])
         inputs[one.name] = np.array([rng.integers(0, 1 << 20)])
         for j, cfg in enumerate(CONFIGS):
+            if cfg.get("top_k", 0) > shape[1]:  # top_k above the row's width is refused: keep them all instead
+                cfg = {**cfg, "top_k": shape[1]}
             step = steps if j % 2 == 0 else one
             seed = int(rng.integers(0, 1 << 63)) * 2 + 1
             y = m.sample(x, step, seed=seed, **cfg)
