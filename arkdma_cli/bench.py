@@ -434,6 +434,8 @@ def run_models(args, console: Console | None = None, measurer=None) -> int:
                                 if v is not None)
             progress.console.print(f"{r.model} {r.case}: {figures or 'no figures'}"
                                    + "".join(f"; {k} failed: {v}" for k, v in r.errors.items()))
+            if r.profile:
+                progress.console.print(profile_table(r.profile, top=12), markup=False, highlight=False)
             models.save(result, args.json)
             sys.stdout.flush()
 

@@ -68,6 +68,7 @@ def decode(torch, module, ids, config: ModelsConfig) -> Outcome:
             if len(made) % batch == 0:
                 arrivals.append(time.perf_counter())
         gpu = Spread.of(np.diff(rt.iteration_ns()[-steps:]) / 1e6)  # the timed steps' stamps only
+        profile = rt.profile().as_json()
         restart()
 
         def one_step() -> None:
@@ -78,7 +79,7 @@ def decode(torch, module, ids, config: ModelsConfig) -> Outcome:
         raise RuntimeError(f"the ring gave {len(made)} tokens, not {steps} steps of {batch}")
     ms, gaps = step_ms(arrivals)
     return Outcome(ms, gaps.p10, gaps.p90, gpu_ms=gpu.median, latency_ms=trips.median / 1e3,
-                   tokens=sequences(first, made, batch, steps))
+                   tokens=sequences(first, made, batch, steps), profile=profile)
 
 
 def sequences(first: list[int], made: list[int], batch: int, steps: int) -> list[list[int]]:
@@ -113,4 +114,5 @@ def forward(torch, model, bind: dict, outputs: dict[str, tuple], config: ModelsC
         trips = round_trips(one, config.latency_samples, config.latency_warmup)
         gaps = Spread.of(iteration_us(rt, RING + 1, config.timeout_s) / 1e3)
         got = {key: rt.get(name).reshape(shape) for key, (name, shape) in outputs.items()}
-    return Outcome(gaps.median, gaps.p10, gaps.p90, latency_ms=trips.median / 1e3, outputs=got)
+        profile = rt.profile().as_json()
+    return Outcome(gaps.median, gaps.p10, gaps.p90, latency_ms=trips.median / 1e3, outputs=got, profile=profile)

@@ -150,6 +150,7 @@ class Outcome:
     tokens: list[list[int]] | None = None  # decode: each sequence's greedy tokens, new_tokens of them
     margins: list[list[float]] | None = None  # decode, eager: each step's top-2 logit gap, of the top's magnitude
     outputs: dict[str, np.ndarray] | None = None  # prefill, BERT: outputs to check, by name (float32)
+    profile: dict | None = None  # arkdma: Runtime.profile() of its last iteration (Profile.as_json)
     notes: list[str] = field(default_factory=list)
 
 
@@ -202,6 +203,7 @@ class Row:
     errors: dict[str, str] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    profile: dict | None = None  # arkdma's last iteration, op by op and SM by SM (Runtime.profile().as_json())
 
     @property
     def failed(self) -> bool:
@@ -305,7 +307,7 @@ def finish_row(row: Row, outcomes: dict[Method, Outcome], read_gbps: float | Non
     ark, eager = outcomes.get(Method.ARKDMA), outcomes.get(Method.EAGER)
     if ark is not None:
         row.arkdma_p10_ms, row.arkdma_p90_ms = ark.p10_ms, ark.p90_ms
-        row.arkdma_gpu_ms, row.latency_ms = ark.gpu_ms, ark.latency_ms
+        row.arkdma_gpu_ms, row.latency_ms, row.profile = ark.gpu_ms, ark.latency_ms, ark.profile
         row.pct_hbm = pct_of_bandwidth(row.bytes_read, ark.ms, read_gbps)
         if row.compiled_ms:
             row.ratio_to_compiled = ark.ms / row.compiled_ms

@@ -14,8 +14,8 @@ writes the word itself, sparing the GPU's command latency on the round trip.
 "host" (the default): the host synchronizes the caller's streams, then writes the word itself. Also taken where stream
 memory operations cannot run (no driver entry point, the device attribute CAN_USE_64_BIT_STREAM_MEM_OPS is 0, or a
 write fails, after which the go stream's earlier writes are waited for first so `go` still only grows). The stream
-and auto paths are asked for with ARK_GO_PATH: on an H200 a write queued behind a kernel on the legacy default stream
-never reached the resident kernel (bench/results/h200/runtime_structure/README.md), so they are not the default.
+and auto paths are asked for with ARK_GO_PATH; the round trip is no shorter on them (bench/results/h200/), so the
+path that needs no driver entry point is the default.
 `GoSignal.path` says which is in use, `GoSignal.reason` why the host path was taken, and `GoSignal.writes` how many
 writes each way went."""
 

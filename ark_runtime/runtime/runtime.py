@@ -399,7 +399,8 @@ class Runtime:
         memory the runtime allocated), the model writing row `count` of `ring` and then counting `count` on, each
         iteration (a token a decode step). Yields each row not yet yielded (NumPy, bf16 as float32; from row 0, or
         from the value `set()` last gave `count`) once `count` says it is there, while the iterations queued run,
-        without a wait() per iteration; returns when they are done and every row they counted was yielded. LoopFault, or LoopTimeout when `count` stands still for `timeout` seconds."""
+        without a wait() per iteration; returns when they are done and every row they counted was yielded.
+        LoopFault, or LoopTimeout when `count` stands still for `timeout` seconds."""
         check_timeout(timeout)
         self._refuse_unless_running("stream")
         ring_t, count_t = self._tensor(ring), self._tensor(count)

@@ -302,11 +302,7 @@ def test_run_orders_the_kernel_after_a_slow_cupy_write_on_the_current_stream(gpu
                 assert run_s < 5e-3, f"run() took {run_s * 1e3:.1f} ms: it waited for the caller's stream"
 
 
-GPU_ORDERED_HANG = ("on an H200 (2026-11-29) a go written on the GPU behind a kernel on the legacy default stream never "
-                    "reached the resident kernel: the stream and auto paths are not the default until that is understood")
-
-
-@pytest.mark.parametrize("path", ["host", pytest.param("stream", marks=pytest.mark.xfail(run=False, reason=GPU_ORDERED_HANG))])
+@pytest.mark.parametrize("path", ["host", "stream"])
 def test_each_go_path_when_asked_orders_the_kernel_after_the_callers_work(gpu, monkeypatch, path):
     """ARK_GO_PATH=stream (every write on the GPU, idle or not) and =host (the host synchronizes, then writes: the
     default)."""
