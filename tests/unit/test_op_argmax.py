@@ -165,3 +165,65 @@ def test_the_kernel_compiles_for_every_dtype_and_team(arch):
     lw = lower(m, DeviceSpec(num_sms=132), LowerOptions(), cache=False)
     assert lw.source.text.count("ark::argmax_rows<") >= 12
     assert compile.cubin(lw.source.text, arch, (f"-I{INCLUDE_DIR}",))[:4] == b"\x7fELF"
+
+
+# --- argmax.cuh itself, run on the host (tests/unit/cuda_host/argmax_on_host.cpp) -------------------------------------
+CTYPES = {"fp32": "float", "fp16": "__half", "bf16": "__nv_bfloat16"}
+
+
+def _bits(x: np.ndarray, dtype: str) -> np.ndarray:
+    """x's elements as the dtype's bits (bf16: fp32's upper half, so every bf16 value and NaN is reachable)."""
+    if dtype == "fp32":
+        return x.astype(np.float32).view(np.uint32)
+    if dtype == "fp16":
+        with np.errstate(over="ignore"):
+            return x.astype(np.float16).view(np.uint16).astype(np.uint32)
+    return x.astype(np.float32).view(np.uint32) >> 16
+
+
+def _values(bits: np.ndarray, dtype: str) -> np.ndarray:
+    with np.errstate(invalid="ignore"):  # NaNs stay NaN (np.argmax takes the first, whatever its payload)
+        if dtype == "fp32":
+            return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+        if dtype == "fp16":
+            return bits.astype(np.uint16).view(np.float16).astype(np.float64)
+        return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def _host_argmax(exe, bits: np.ndarray, offset: int) -> np.ndarray:
+    import subprocess
+
+    rows, cols = bits.shape
+    text = f"{rows} {cols} {offset}\n" + " ".join(map(str, bits.ravel().tolist()))
+    done = subprocess.run([str(exe)], input=text, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return np.array(done.stdout.split(), np.int64)
+
+
+def _raw_bits(shape, dtype: str, rng) -> np.ndarray:
+    """Any bit patterns of the dtype: subnormals, infinities, NaNs of every payload, both zeros."""
+    width = 32 if dtype == "fp32" else 16
+    return rng.integers(0, 1 << width, shape, dtype=np.uint64).astype(np.uint32)
+
+
+@pytest.mark.parametrize(("dtype", "team"), [("fp32", 256), ("fp32", 32), ("fp16", 256), ("fp16", 64),
+                                             ("bf16", 256), ("bf16", 128), ("bf16", 32)])
+@pytest.mark.parametrize("offset", [0, 1])  # 1: rows off 16 bytes, read element by element
+def test_argmax_cuh_on_the_host_is_numpys_at_every_width(tmp_path_factory, dtype, team, offset):
+    """Widths that are whole 16-byte pieces (read a piece at a time, several loads in flight) and widths that are not
+    (element by element), a decode step's 128,256 columns among them; values with ties, NaNs, both zeros and any
+    bits."""
+    from tests.unit.cuda_host.build import build_on_host
+
+    exe = build_on_host("argmax_on_host.cpp", {"HOST_DTYPE": CTYPES[dtype], "HOST_NT": str(team)}, tmp_path_factory)
+    rng = np.random.default_rng(team + offset)
+    kinds = ("normal", "ties", "nan", "zeros", "bits")
+    for j, cols in enumerate((1, 3, 8, 9, 16, 24, 33, 64, 1000, 4097)):
+        for kind in (kinds[j % 5], kinds[(j + 2) % 5]):  # each kind at whole-piece widths and others
+            rows = 5 if cols < 4097 else 3
+            bits = _raw_bits((rows, cols), dtype, rng) if kind == "bits" else _bits(
+                _inputs((rows, cols), int(rng.integers(1 << 30)), kind), dtype)
+            got = _host_argmax(exe, bits, offset)
+            np.testing.assert_array_equal(got, np.argmax(_values(bits, dtype), axis=-1), f"{cols} {kind}")
+    bits = _bits(_inputs((1, 128256), 7, "ties"), dtype)  # a vocabulary's row: the lowest of many equal maxima
+    np.testing.assert_array_equal(_host_argmax(exe, bits, offset), np.argmax(_values(bits, dtype), axis=-1))

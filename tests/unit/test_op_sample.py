@@ -9,7 +9,6 @@ tests/gpu/test_op_sample.py runs it on a GPU."""
 from __future__ import annotations
 
 import math
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -25,8 +24,8 @@ from ark_runtime.philox import philox4x32, sample_uniform
 from ark_runtime.plan import choose_variants
 from ark_runtime.reference import evaluate, run_plan
 from ark_runtime.scheduler import DeviceSpec
+from tests.unit.cuda_host.build import build_on_host
 
-HOST = Path(__file__).resolve().parent / "cuda_host"
 NEAR = 1e-5  # a draw made otherwise than the reference's lies this near a boundary, relative to the kept mass
 
 # Random123's kat_vectors: philox4x32 rounds, counter (4 words), key (2 words) -> the 4 words out
@@ -65,28 +64,11 @@ def test_the_uniform_numbers_are_multiples_of_2_to_the_minus_24_in_0_1_and_look_
 
 
 # --- the host build of sample.cuh / philox.cuh -----------------------------------------------------------------------
-_BUILT: dict[tuple, Path] = {}
-
-
-
 def _host(dtype: str, cols: int, each: bool, tmp_path_factory) -> Path:
     """sample_on_host.cpp built for one (dtype, cols, step per row) with the system's C++ compiler."""
-    cxx = shutil.which("c++") or shutil.which("g++")
-    if cxx is None:
-        pytest.skip("no C++ compiler to build sample.cuh for the host")
-    key = (dtype, cols, each)
-    if key not in _BUILT:
-        ctype = {"fp32": "float", "fp16": "__half", "bf16": "__nv_bfloat16"}[dtype]
-        exe = tmp_path_factory.mktemp("sample_host") / f"sample_{dtype}_{cols}_{int(each)}"
-        done = subprocess.run([cxx, "-std=c++20", "-O2", "-pthread", "-Wno-unknown-pragmas", f"-I{INCLUDE_DIR}",
-                               f"-DHOST_DTYPE={ctype}", f"-DHOST_COLS={cols}", f"-DHOST_STEP_EACH={str(each).lower()}",
-                               str(HOST / "sample_on_host.cpp"), "-o", str(exe)], capture_output=True, text=True)
-        if done.returncode:
-            if "barrier" in done.stderr and "No such file" in done.stderr:
-                pytest.skip("the C++ compiler has no C++20 <barrier>")
-            raise AssertionError(done.stderr[-4000:])
-        _BUILT[key] = exe
-    return _BUILT[key]
+    ctype = {"fp32": "float", "fp16": "__half", "bf16": "__nv_bfloat16"}[dtype]
+    return build_on_host("sample_on_host.cpp", {"HOST_DTYPE": ctype, "HOST_COLS": str(cols),
+                                                "HOST_STEP_EACH": str(each).lower()}, tmp_path_factory)
 
 
 def _host_run(exe: Path, args: list, stdin: str) -> list[str]:
