@@ -15,6 +15,7 @@ a sum reaches n x (i + 1) when a fast tile has signalled iteration i + 1 and a s
 from __future__ import annotations
 
 import json
+import pickle
 from dataclasses import dataclass, field
 
 from ark_runtime.model import Model
@@ -22,6 +23,10 @@ from ark_runtime.scheduler import DeviceSpec, Placement, place
 from ark_runtime.tiling import Tile, TooManyTiles, dependencies, tile_model
 
 PLAN_VERSION = 2  # 2: each op's kernel variant (`variants`)
+# the fields a pickled plan keeps as one blob, unpickled on first use: tens of thousands of small dicts and lists that
+# took half a second to load, which a Runtime started from the lowering cache does not read unless a fault or a
+# profile asks (it needs their sizes only)
+LAZY_FIELDS = ("tiles", "deps", "counters", "streams", "estimate")
 OP_COUNTER_FROM = 5  # waits on more tiles of one op than this go through the op's counter
 
 
@@ -78,7 +83,33 @@ class Plan:
 
     @property
     def num_sms(self) -> int:
-        return len(self.streams)
+        sizes = self.__dict__.get("_sizes")
+        return sizes[1] if sizes is not None else len(self.streams)
+
+    @property
+    def num_tiles(self) -> int:
+        sizes = self.__dict__.get("_sizes")
+        return sizes[0] if sizes is not None else len(self.tiles)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        if "_blob" in state:  # still not unpickled: passed on as it came
+            return state
+        lazy = {k: state.pop(k) for k in LAZY_FIELDS}
+        state["_blob"] = pickle.dumps(lazy, protocol=pickle.HIGHEST_PROTOCOL)
+        state["_sizes"] = (len(lazy["tiles"]), len(lazy["streams"]))
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    def __getattr__(self, name: str):  # reached only for what __dict__ lacks: a lazy field not yet unpickled
+        blob = self.__dict__.get("_blob") if name in LAZY_FIELDS else None
+        if blob is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.__dict__.update(pickle.loads(blob))
+        del self.__dict__["_blob"], self.__dict__["_sizes"]
+        return self.__dict__[name]
 
     def stats(self) -> dict:
         waits = sum(1 for s in self.streams for i in s if i["op"] == "wait")

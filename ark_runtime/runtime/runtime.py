@@ -235,7 +235,7 @@ class Runtime:
             "finished": cupy.zeros(FINISHED_WORDS, cupy.uint64),
             "fault_flag": cupy.zeros(1, cupy.uint32),
             "tensors": dev(self._tensor_words()),
-            "tile_ns": cupy.zeros(2 * len(self.plan.tiles), cupy.uint64), "copies": dev(self._copies),
+            "tile_ns": cupy.zeros(2 * self.plan.num_tiles, cupy.uint64), "copies": dev(self._copies),
             "graphs": cupy.zeros(max(len(self._graph_ops), 1) * GRAPH_POOL, cupy.uint64),
             "graph_words": cupy.zeros(max(len(self._graph_ops), 1) * GRAPH_WORDS, cupy.uint64),
             "done_ns": cupy.zeros(RING * self.plan.num_sms, cupy.uint64),  # [RING][CTAs]

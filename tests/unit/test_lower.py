@@ -123,6 +123,27 @@ def test_random_models_lower_the_same_from_the_cache(tmp_path_factory, model):
     assert again.plan.as_json() == first.plan.as_json() and again.source == first.source
 
 
+def test_a_cached_plan_unpickles_its_tiles_and_streams_only_when_read(tmp_path, monkeypatch):
+    """A Runtime started from the cache reads the plan's sizes only: the tiles, deps, counters, streams and estimate
+    stay one blob until something reads one of them, then all of them come back as they were."""
+    import pickle
+
+    monkeypatch.setenv(lower_cache.ENV, str(tmp_path))
+    m = models.named("block-s128")
+    first = lower(m, DeviceSpec(num_sms=132))
+    again = lower(m, DeviceSpec(num_sms=132))
+    assert "_blob" in again.plan.__dict__ and "tiles" not in again.plan.__dict__
+    assert again.plan.num_tiles == len(first.plan.tiles) and again.plan.num_sms == 132
+    twice = pickle.loads(pickle.dumps(again.plan))  # an unread plan pickles as it came
+    assert "_blob" in twice.__dict__ and "_blob" in again.plan.__dict__
+    assert again.plan.streams == first.plan.streams  # one read brings every field back
+    assert "_blob" not in again.plan.__dict__ and "_sizes" not in again.plan.__dict__
+    assert again.plan.as_json() == first.plan.as_json() == twice.as_json()
+    assert again.plan.num_tiles == len(again.plan.tiles) and again.plan == first.plan
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        again.plan.nothing  # noqa: B018
+
+
 def test_a_switch_or_another_device_misses_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv(lower_cache.ENV, str(tmp_path))
     m = models.named("mlp-b64")

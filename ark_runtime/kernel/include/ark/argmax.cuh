@@ -41,6 +41,15 @@ __device__ __forceinline__ int argmax_key(__nv_bfloat16 v) {
   return argmax_key(u >> 15, u & 0x7fffu, 0x7f80u);
 }
 
+/* Element e's bits of a 16-byte piece of T elements. */
+template <typename T>
+__device__ __forceinline__ unsigned piece_bits(const uint4& u, int e) {
+  constexpr int PER = 4 / (int)sizeof(T);  // elements a word
+  const int w = e / PER;
+  const unsigned word = w == 0 ? u.x : w == 1 ? u.y : w == 2 ? u.z : u.w;
+  return PER == 1 ? word : (word >> (16 * (e % PER))) & 0xffffu;
+}
+
 /* Element e's key in a 16-byte piece of T elements (its bits as argmax_key(T) reads them). */
 template <typename T> struct ArgmaxBits;
 template <> struct ArgmaxBits<float> {
@@ -54,10 +63,7 @@ template <> struct ArgmaxBits<__nv_bfloat16> {
 };
 template <typename T>
 __device__ __forceinline__ int argmax_piece_key(const uint4& u, int e) {
-  constexpr int PER = 4 / (int)sizeof(T);  // elements a word
-  const int w = e / PER;
-  const unsigned word = w == 0 ? u.x : w == 1 ? u.y : w == 2 ? u.z : u.w;
-  const unsigned b = PER == 1 ? word : (word >> (16 * (e % PER))) & 0xffffu;
+  const unsigned b = piece_bits<T>(u, e);
   constexpr unsigned S = ArgmaxBits<T>::SIGN;
   return argmax_key(b >> S, b & ((1u << S) - 1u), ArgmaxBits<T>::INF);
 }

@@ -84,15 +84,6 @@ __device__ __forceinline__ float sample_value(unsigned uk) {
   return SampleDtype<T>::value(uk >= HALF ? uk - HALF : HALF | (HALF - uk));
 }
 
-/* Element e's bits of a 16-byte piece. */
-template <typename T>
-__device__ __forceinline__ unsigned sample_bits(const uint4& u, int e) {
-  constexpr int PER = 4 / (int)sizeof(T);  // elements a word
-  const int w = e / PER;
-  const unsigned word = w == 0 ? u.x : w == 1 ? u.y : w == 2 ? u.z : u.w;
-  return PER == 1 ? word : (word >> (16 * (e % PER))) & 0xffffu;
-}
-
 template <bool VEC, typename T> struct SampleRaw {
   using type = uint4;
 };
@@ -114,7 +105,7 @@ struct SampleRow {
   __device__ __forceinline__ Raw load(int i) const { return reinterpret_cast<const Raw*>(row)[i]; }
   __device__ __forceinline__ unsigned bits(const Raw& r, int e) const {
     if constexpr (VEC) {
-      return sample_bits<T>(r, e);
+      return piece_bits<T>(r, e);
     } else {
       return SampleDtype<T>::bits(r);
     }
