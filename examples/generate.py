@@ -68,21 +68,54 @@ def _module(args):
     return module.cuda().eval()
 
 
-def torch_generate(module, ids, new: int) -> tuple[list[list[int]], float]:
-    """PyTorch's greedy loop with its cache over the batch of prompts: each step's tokens and the seconds a step."""
+NEAR_TIE = 0.02  # PyTorch's top two logits this close (of the top's magnitude, at least 1): either token is right
+
+
+def _gaps(logits):
+    """Each row's top-two logit gap, of the top logit's magnitude (at least 1): a GPU tensor, read after timing."""
+    top = logits.float().topk(2, dim=-1).values
+    return (top[:, 0] - top[:, 1]) / top[:, 0].abs().clamp(min=1.0)
+
+
+def torch_generate(module, ids, new: int) -> tuple[list[list[int]], float, list[list[float]]]:
+    """PyTorch's greedy loop with its cache over the batch of prompts: each step's tokens, the seconds a step, and
+    each step's top-two gaps (_gaps) where it chose them."""
     import torch
 
     with torch.no_grad():
         out = module(ids, use_cache=True)
-        past, token, tokens = out.past_key_values, out.logits[:, -1].argmax(-1), []
+        past, token, tokens, gaps = out.past_key_values, out.logits[:, -1].argmax(-1), [], []
+        gap = _gaps(out.logits[:, -1])
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         for _ in range(new):
             tokens.append(token.tolist())
+            gaps.append(gap)
             out = module(token[:, None], past_key_values=past, use_cache=True)
             past, token = out.past_key_values, out.logits[:, -1].argmax(-1)
+            gap = _gaps(out.logits[:, -1])
         torch.cuda.synchronize()
-    return tokens, (time.perf_counter() - t0) / new
+        per_step = (time.perf_counter() - t0) / new
+    return tokens, per_step, [g.tolist() for g in gaps]
+
+
+def parting(ours: list[list[int]], theirs: list[list[int]], gaps: list[list[float]],
+            near: float = NEAR_TIE) -> tuple[list[int | None], int, int]:
+    """Where each sequence's greedy text parts from PyTorch's (steps[s][b] is sequence b's token at step s): the step
+    (None: never), how many part at a near tie (PyTorch's top two logits within `near` there: bf16 rounding may pick
+    either) and how many part elsewhere (a wrong token). After a text parts the two continue different texts, so
+    only the first parting of each sequence is judged."""
+    at: list[int | None] = []
+    ties = wrong = 0
+    for b in range(len(theirs[0])):
+        step = next((s for s in range(min(len(ours), len(theirs))) if ours[s][b] != theirs[s][b]), None)
+        at.append(step)
+        if step is not None:
+            if gaps[step][b] <= near:
+                ties += 1
+            else:
+                wrong += 1
+    return at, ties, wrong
 
 
 def main(argv=None) -> int:
@@ -126,13 +159,18 @@ def main(argv=None) -> int:
                 stamps.append(time.perf_counter())
         per_step = (stamps[-1] - t1) / len(stamps)
     steps = [first] + [tokens[i:i + batch] for i in range(0, len(tokens) - batch, batch)]
-    ref, torch_per_step = torch_generate(module, ids, args.new)
+    ref, torch_per_step, gaps = torch_generate(module, ids, args.new)
     print(f"arkdma: {batch / per_step:,.0f} tokens/s ({per_step * 1e3:.3f} ms a step of {batch}; ready in "
           f"{started:.1f} s)")
     print(f"PyTorch (HF, its cache): {batch / torch_per_step:,.0f} tokens/s ({torch_per_step * 1e3:.3f} ms a step)")
     if draw is None:
         agree = sum(a == b for ours, theirs in zip(steps, ref) for a, b in zip(ours, theirs))
         print(f"greedy tokens equal to PyTorch's: {agree} of {batch * len(ref)} (bf16: a near-tie may go either way)")
+        at, ties, wrong = parting(steps, ref, gaps)
+        parted = sorted(s for s in at if s is not None)
+        print(f"texts that part from PyTorch's: {len(parted)} of {batch}" + (
+            f" (at steps {', '.join(map(str, parted))}): {ties} at a near tie (PyTorch's top two logits within "
+            f"{NEAR_TIE:.0%} of the top), {wrong} elsewhere" if parted else ""))
     else:
         print(f"sampled (temperature {args.temperature:g}, top-k {args.top_k}, top-p {args.top_p:g}, seed "
               f"{args.seed}): no comparison with PyTorch's greedy tokens; the first of sequence 0: "

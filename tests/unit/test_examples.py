@@ -104,6 +104,20 @@ def test_generate_example_refuses_bad_arguments(args, says, capsys):
     assert says in capsys.readouterr().err
 
 
+def test_generate_example_judges_where_each_text_parts_from_pytorchs():
+    from examples.generate import parting
+
+    theirs = [[1, 1, 1], [2, 2, 2], [3, 3, 3], [4, 4, 4]]  # steps x 3 sequences
+    gaps = [[0.5, 0.5, 0.5], [0.01, 0.3, 0.5], [0.5, 0.02, 0.5], [0.5, 0.5, 0.5]]
+    ours = [[1, 1, 1], [9, 2, 2], [9, 9, 3], [9, 9, 4]]  # b0 parts at step 1 (a near tie), b1 at 2 (2%: one too)
+    assert parting(ours, theirs, gaps) == ([1, 2, None], 2, 0)
+    ours[3][2] = 7  # b2 parts at step 3, where PyTorch's top two were 50% apart: a wrong token
+    assert parting(ours, theirs, gaps) == ([1, 2, 3], 2, 1)
+    assert parting(ours, theirs, gaps, near=0.0) == ([1, 2, 3], 0, 3)
+    assert parting(theirs, theirs, gaps) == ([None, None, None], 0, 0)
+    assert parting(ours[:2], theirs, gaps) == ([1, None, None], 1, 0)  # only the steps both made
+
+
 @pytest.mark.gpu
 def test_generate_example_runs_on_a_gpu(capsys):
     pytest.importorskip("transformers", reason="the `torch` extra (PyTorch, transformers) is not installed")
@@ -119,6 +133,7 @@ def test_generate_example_runs_on_a_gpu(capsys):
         assert "tokens/s" in out and f"a step of {batch}" in out
         agree, total = (int(n) for n in out.split("greedy tokens equal to PyTorch's: ")[1].split()[0:3:2])
         assert total == 12 * int(batch) and agree >= total * 3 // 4, out
+        assert "texts that part from PyTorch's: " in out and " elsewhere" not in out.replace(" 0 elsewhere", ""), out
     assert main(["--tiny", "--prompt", "8", "--new", "12", "--batch", "2", "--temperature", "0.8", "--top-k", "40",
                  "--top-p", "0.9", "--seed", "5"]) == 0
     out = capsys.readouterr().out
