@@ -108,7 +108,8 @@ class Plan:
         if blob is None:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         self.__dict__.update(pickle.loads(blob))
-        del self.__dict__["_blob"], self.__dict__["_sizes"]
+        self.__dict__.pop("_blob", None)  # (pop: two threads may both have found it)
+        self.__dict__.pop("_sizes", None)
         return self.__dict__[name]
 
     def stats(self) -> dict:
