@@ -157,29 +157,11 @@ def parse(argv):
     p.add_argument("--buckets", type=int, help=f"layers, a bucket each (default {Config.buckets}; --tiny {TINY.buckets})")
     p.add_argument("--tokens", type=int, help=f"tokens a rank (default {Config.tokens})")
     args, devices = two_gpus.checked_arguments(p, argv)
-    cfg = TINY if args.tiny else Config()
-    for name in ("buckets", "tokens"):
-        value = getattr(args, name)
-        if value is not None:
-            if value < 1:
-                p.error(f"--{name} must be at least 1, not {value}")
-            cfg = Config(**{**asdict(cfg), name: value})
-    return args, devices, cfg
+    return args, devices, two_gpus.sized(p, args, TINY if args.tiny else Config(), ("buckets", "tokens"))
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, devices, cfg = parse(argv)
-    two_gpus.keep_multicast_off()
-    from ark_runtime.model import ModelError
-    from ark_runtime.runtime import LoopError
-    from driver.errors import ArkdmaError
-
-    try:
-        placement = two_gpus.placed(devices)
-        return two_gpus.compare(program(cfg, args.seed, args.iterations), placement, args.iterations)
-    except (two_gpus.TwoGpuError, LoopError, ModelError, ArkdmaError) as exc:
-        print(f"data_parallel: {exc}", file=sys.stderr)
-        return 1
+    return two_gpus.run_example("data_parallel", argv, parse, program)
 
 
 if __name__ == "__main__":

@@ -256,18 +256,7 @@ def parse(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, devices, cfg = parse(argv)
-    two_gpus.keep_multicast_off()
-    from ark_runtime.model import ModelError
-    from ark_runtime.runtime import LoopError
-    from driver.errors import ArkdmaError
-
-    try:
-        placement = two_gpus.placed(devices)
-        return two_gpus.compare(program(cfg, args.seed, args.iterations), placement, args.iterations)
-    except (two_gpus.TwoGpuError, LoopError, ModelError, ArkdmaError) as exc:
-        print(f"tensor_parallel: {exc}", file=sys.stderr)
-        return 1
+    return two_gpus.run_example("tensor_parallel", argv, parse, program)
 
 
 if __name__ == "__main__":

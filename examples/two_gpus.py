@@ -19,6 +19,7 @@ import importlib
 import os
 import queue as queue_mod
 import socket
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -515,3 +516,31 @@ def checked_arguments(parser, argv) -> tuple:
 def placed(devices: tuple[int, ...]) -> Placement:
     count, sms = gpu_facts()
     return place(devices, count, sms)
+
+
+def sized(parser, args, cfg, names: Sequence[str]):
+    """`cfg` with each of `names` the command line gave (a positive int) put in; parser.error() on one below 1."""
+    for name in names:
+        value = getattr(args, name)
+        if value is not None:
+            if value < 1:
+                parser.error(f"--{name} must be at least 1, not {value}")
+            cfg = type(cfg)(**{**asdict(cfg), name: value})
+    return cfg
+
+
+def run_example(name: str, argv, parse: Callable, program: Callable) -> int:
+    """A communication example's main(): its arguments (`parse` gives args, devices, cfg), multicast off, its World
+    and its PyTorch twin run and compared; what fails is one line on stderr and exit status 1."""
+    args, devices, cfg = parse(argv)
+    keep_multicast_off()
+    from ark_runtime.model import ModelError
+    from ark_runtime.runtime import LoopError
+    from driver.errors import ArkdmaError
+
+    try:
+        placement = placed(devices)
+        return compare(program(cfg, args.seed, args.iterations), placement, args.iterations)
+    except (TwoGpuError, LoopError, ModelError, ArkdmaError) as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 1
