@@ -146,6 +146,18 @@ def _progress(console: Console) -> Progress:
                     console=console, transient=True)
 
 
+def _stepper(progress: Progress, console: Console):
+    """A step(what) that shows `what` on one open-ended task of `progress`; where the console is a log (no live
+    bar), each step on its own line too."""
+    task = progress.add_task("starting", total=None)
+
+    def step(what: str) -> None:
+        progress.update(task, description=what[:58])
+        if not console.is_terminal:
+            progress.console.print(what)
+    return step
+
+
 def _size(n: int) -> str:
     return f"{n // MiB} MiB" if n >= MiB else f"{n // KiB} KiB" if n >= KiB else f"{n} B"
 
@@ -265,8 +277,7 @@ def run_interference(args, console: Console | None = None) -> int:
     if args.quick:
         config = replace(config, matmul_n=4096, matmuls=10, repeats=1)
     with _progress(console) as progress:
-        task = progress.add_task("starting", total=None)
-        result = interference.run(config, lambda what: progress.update(task, description=what))
+        result = interference.run(config, _stepper(progress, console))
     console.print(interference_table(result))
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
@@ -337,12 +348,7 @@ def run_loop(args, console: Console | None = None) -> int:
         sys.stdout.flush()
 
     with _progress(console) as progress:
-        task = progress.add_task("starting", total=None)
-
-        def step(what: str) -> None:
-            progress.update(task, description=what)
-            if not console.is_terminal:  # a log has no live bar: say each step on its own line
-                progress.console.print(what)
+        step = _stepper(progress, console)
 
         result = loop.run(config, step, finished)
     console.print(loop_table(result))
@@ -440,12 +446,7 @@ def run_models(args, console: Console | None = None, measurer=None) -> int:
             sys.stdout.flush()
 
         with _progress(console) as progress:
-            task = progress.add_task("starting", total=None)
-
-            def step(what: str) -> None:
-                progress.update(task, description=what)
-                if not console.is_terminal:  # a log has no live bar: say each step on its own line
-                    progress.console.print(what)
+            step = _stepper(progress, console)
 
             result = models.run(config, measurer, step, finished)
         models.save(result, args.json)
@@ -550,12 +551,7 @@ def run_comm(args, console: Console | None = None) -> int:
         sys.stdout.flush()
 
     with _progress(console) as progress:
-        task = progress.add_task("starting", total=None)
-
-        def step(what: str) -> None:
-            progress.update(task, description=what[:58])
-            if not console.is_terminal:
-                progress.console.print(what)
+        step = _stepper(progress, console)
 
         result = comm.run(config, step, saved)
     console.print(comm_table(result))
@@ -638,8 +634,7 @@ def run_tune(args, console: Console | None = None) -> int:
     from bench import tune
 
     with _progress(console) as progress:
-        task = progress.add_task("starting", total=None)
-        result = tune.run(shapes, args.dtype, lambda what: progress.update(task, description=what))
+        result = tune.run(shapes, args.dtype, _stepper(progress, console))
     t = Table(title=f"matmul knob settings on {result.device}, us an iteration")
     for col in ("shape", "runtime's choice", "us", "fastest", "us", "x"):
         t.add_column(col, justify="left" if col in ("shape", "runtime's choice", "fastest") else "right")
