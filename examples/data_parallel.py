@@ -121,11 +121,7 @@ def torch_rank(rank: int, world_size: int, device, args: dict):
             t[f"w{b}"].sub_(grads[b])
         return grads
 
-    with torch.no_grad():
-        outs = two_gpus.host(step())
-        times = two_gpus.time_twin(torch, step, args["iterations"], dist.new_group(backend="gloo"),
-                                   two_gpus.line_up(torch, dist))
-    yield {"outs": {rank: outs}, "times": times}
+    yield two_gpus.timed_rank(torch, dist, step, rank, args["iterations"])
 
 
 def torch_loopback(rank: int, world_size: int, device, args: dict):
@@ -134,10 +130,7 @@ def torch_loopback(rank: int, world_size: int, device, args: dict):
 
     cfg = Config(**args["cfg"])
     t = [two_gpus.on_device(torch, inputs(cfg, args["seed"], r), cfg.dtype, device) for r in range(2)]
-    with torch.no_grad():
-        outs = {r: two_gpus.host(o) for r, o in enumerate(whole(torch, t, cfg))}
-        times = two_gpus.time_twin(torch, lambda: whole(torch, t, cfg), args["iterations"])
-    yield {"outs": outs, "times": times}
+    yield two_gpus.timed_loopback(torch, lambda: whole(torch, t, cfg), args["iterations"])
 
 
 def program(cfg: Config, seed: int, iterations: int):

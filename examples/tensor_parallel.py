@@ -208,11 +208,7 @@ def torch_rank(rank: int, world_size: int, device, args: dict):
     cfg = Config(**args["cfg"])
     t = two_gpus.on_device(torch, inputs(cfg, args["seed"], rank), cfg.dtype, device)
     step = rank_step(torch, dist, t, cfg, rank)
-    with torch.no_grad():
-        outs = two_gpus.host(step())
-        times = two_gpus.time_twin(torch, step, args["iterations"], dist.new_group(backend="gloo"),
-                                   two_gpus.line_up(torch, dist))
-    yield {"outs": {rank: outs}, "times": times}
+    yield two_gpus.timed_rank(torch, dist, step, rank, args["iterations"])
 
 
 def torch_loopback(rank: int, world_size: int, device, args: dict):
@@ -222,10 +218,7 @@ def torch_loopback(rank: int, world_size: int, device, args: dict):
     cfg = Config(**args["cfg"])
     full = full_inputs(cfg, args["seed"])
     t = [two_gpus.on_device(torch, shard(cfg, full, r), cfg.dtype, device) for r in range(RANKS)]
-    with torch.no_grad():
-        outs = {r: two_gpus.host(o) for r, o in enumerate(whole(torch, t, cfg))}
-        times = two_gpus.time_twin(torch, lambda: whole(torch, t, cfg), args["iterations"])
-    yield {"outs": outs, "times": times}
+    yield two_gpus.timed_loopback(torch, lambda: whole(torch, t, cfg), args["iterations"])
 
 
 def program(cfg: Config, seed: int, iterations: int):

@@ -544,3 +544,19 @@ def run_example(name: str, argv, parse: Callable, program: Callable) -> int:
     except (TwoGpuError, LoopError, ModelError, ArkdmaError) as exc:
         print(f"{name}: {exc}", file=sys.stderr)
         return 1
+
+
+def timed_rank(torch, dist, step: Callable[[], object], rank: int, iterations: int) -> dict:
+    """One rank's twin item: `step`'s outputs once (NumPy), then its time with the ranks lined up before each call."""
+    with torch.no_grad():
+        outs = host(step())
+        times = time_twin(torch, step, iterations, dist.new_group(backend="gloo"), line_up(torch, dist))
+    return {"outs": {rank: outs}, "times": times}
+
+
+def timed_loopback(torch, whole: Callable[[], list], iterations: int) -> dict:
+    """Both ranks' twin item from one process (`whole()`: each rank's outputs): its outputs once, then its time."""
+    with torch.no_grad():
+        outs = {r: host(o) for r, o in enumerate(whole())}
+        times = time_twin(torch, whole, iterations)
+    return {"outs": outs, "times": times}
