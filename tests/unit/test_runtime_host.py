@@ -693,6 +693,49 @@ def test_a_stopped_runtime_refuses_runs_and_stops_again_quietly(state):
     assert rt.state == state
 
 
+def _stream_shell(state: str = "running"):
+    """A never-launched Runtime over a model with a host ring and counts of every wrong kind beside the right one."""
+    from types import SimpleNamespace
+
+    from ark_runtime.model import Model
+
+    m = Model("ring")
+    x = m.input("x", (4, 1))
+    m.state("ring", (4, 1), "int32", "host")
+    m.state("count", (1,), "int32", "host")
+    m.state("fcount", (1,), "fp32", "host")
+    m.state("counts", (2,), "int32", "host")
+    m.state("dev", (1,), "int32")
+    m.output(m.unary("neg", x))
+    rt = _shell(state)
+    rt.model = rt.source_model = m
+    pinned, device = SimpleNamespace(ptr=1 << 20), SimpleNamespace(data=None)  # pinned memory has .ptr
+    rt._tensors = [SimpleNamespace(owner=device if t.placement == "device" else pinned) for t in m.tensors]
+    return rt
+
+
+@pytest.mark.parametrize(("ring", "count", "says"), [
+    ("nothing", "count", "model 'ring' has no tensor 'nothing'"),
+    ("ring", "nothing", "has no tensor 'nothing'"),
+    ("x", "count", r"stream\(\): ring x must be a state placed on the host that the runtime allocated"),
+    ("dev", "count", "ring dev must be a state placed on the host"),
+    ("ring", "dev", "count dev must be a state placed on the host"),
+    ("ring", "fcount", "count fcount must be an int32 of one element"),
+    ("ring", "counts", "count counts must be an int32 of one element"),
+])
+def test_stream_refuses_what_is_not_a_host_ring_and_its_count(ring, count, says):
+    with pytest.raises(LoopError, match=says):
+        next(_stream_shell().stream(ring, count))
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, math.nan, math.inf, "5", True, None])
+def test_stream_refuses_a_bad_timeout_and_a_runtime_not_running(bad):
+    with pytest.raises(LoopError, match="timeout must be"):
+        next(_stream_shell().stream("ring", "count", timeout=bad))
+    with pytest.raises(LoopError, match="the runtime is stopped; make a new Runtime"):
+        next(_stream_shell("stopped").stream("ring", "count"))
+
+
 def test_inside_suspend_runs_are_refused_with_the_reason():
     rt = _shell("suspended")
     with pytest.raises(LoopError, match=r"run\(\) inside suspend\(\): the kernel is not resident"):
