@@ -1,4 +1,4 @@
-"""Rows of a table [V, D] picked by int32 ids [...] -> [..., D] (rows.cuh's embedding_rows). An id outside [0, V)
+"""Rows of a table [V, D] picked by int32 ids [...] -> [..., D] (embedding.cuh's embedding_rows). An id outside [0, V)
 faults the kernel (BAD_INDEX, naming the row); the reference raises BadIndex for the same ids."""
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-/* Row-wise op templates: reductions over the last axis, softmax, layernorm, RMSNorm, and the embedding gather,
- * whose out-of-range id is reported instead of read.
+/* Row-wise op templates: reductions over the last axis, softmax, layernorm and RMSNorm.
  *
  * Reductions, softmax and the norms give each row a team of NT threads (a warp, up to the whole CTA; the generated
  * code picks NT from the row's length and the tile's rows, ops/blocks.py's row_team): the CTA works on TEAMS = 256 / NT
@@ -347,22 +346,6 @@ __device__ __noinline__ void norm_rows(const T* x, const T* w, const T* b, T* ou
       }
     }
   }
-}
-
-/* out row r = table row ids[r]. Returns the first bad row's index + 1 (0 when every id was in range). */
-template <typename T>
-__device__ int embedding_rows(const T* table, const int* ids, T* out, int vocab, int cols, int r0, int r1) {
-  const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-  int bad = 0;
-  for (int r = r0 + (threadIdx.x >> 5); r < r1; r += warps) {
-    const int id = ids[r];
-    if (id < 0 || id >= vocab) {
-      bad = r + 1;
-      continue;
-    }
-    for (int c = lane; c < cols; c += 32) out[(long long)r * cols + c] = table[(long long)id * cols + c];
-  }
-  return bad;
 }
 
 }  // namespace ark
