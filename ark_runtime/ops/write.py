@@ -86,6 +86,10 @@ class Write(OpSpec):
         return out
 
     def bad_index(self, op: Op, detail: int) -> str:
+        stride = op.attr("stride")
+        if stride is not None:  # write_each_row: a sequence's row, in its own block of `stride` rows
+            return (f"a sequence's row {detail - 1} is outside its block of {stride} rows (its cache is full)"
+                    if detail > 1 else "a sequence's row is below 0")
         return f"the write's row {detail - 1} puts its rows outside the state" if detail > 1 else \
             "the write's row is below 0"
 

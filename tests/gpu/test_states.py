@@ -47,6 +47,29 @@ def test_a_write_past_the_state_faults_naming_it(gpu):
             rt.wait()
 
 
+def test_a_sequence_at_its_blocks_end_faults_and_the_others_blocks_are_untouched(gpu):
+    """A batch where one sequence reaches its block's end (the cache's capacity) while the others go on: the kernel
+    faults naming it, and nothing lands outside that sequence's block (docs/runtime.md, the edges of a batch)."""
+    from ark_runtime.runtime import LoopFault, Runtime
+    from tests.unit.test_states import batched_decode_step
+
+    m = batched_decode_step(batch=3, capacity=6, heads=4, kv_heads=2, d=8)
+    with Runtime(m) as rt:
+        for name, value in {**_inputs(m, 3), "pos": np.array([1, 5, 0], np.int32)}.items():
+            rt.set(name, value)
+        rt.set("cache_k", np.zeros((3, 6, 16), np.float32))
+        rt.run(1)  # rows 1, 5, 0: every one inside its block
+        rt.wait()
+        before = rt.get("cache_k").copy()
+        rt.run(1)  # rows 2, 6, 1: the second sequence's 6 is past its block of 6
+        with pytest.raises(LoopFault, match="a sequence's row 6 is outside its block of 6 rows"):
+            rt.wait()
+        after = rt.get("cache_k")  # the kernel has stopped; its memory is still the runtime's
+    assert before[0, 1].any() and before[1, 5].any() and before[2, 0].any()
+    assert not before[0, 2:].any() and not before[2, 1:].any()
+    np.testing.assert_array_equal(after, before)  # the faulting write checked every row first and wrote none
+
+
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_decode_steps_over_a_growing_cache(gpu, dtype):
     """Grouped-query attention of one token a step over a key/value cache the kernel appends to at the position it

@@ -215,6 +215,11 @@ def test_bad_index_faults_of_a_write_and_of_attention_say_what_was_outside():
     assert "the write's row is below 0" in message("write", 1)
     assert "its length, 17, is not between its queries and its keys" in message("attention", 18)
 
+    lw = lower(batched_decode_step(capacity=6), DeviceSpec(num_sms=4))  # one row per sequence, in blocks of 6
+    tile_of = {lw.model.ops[t["op"]].kind: t["id"] for t in lw.plan.tiles}
+    assert "a sequence's row 6 is outside its block of 6 rows (its cache is full)" in message("write", 7)
+    assert "a sequence's row is below 0" in message("write", 1)
+
 
 def counting_ring(n: int = 8) -> Model:
     """Each iteration: a step counted on the GPU, written into the next row of a ring in pinned host memory, whose
