@@ -32,6 +32,7 @@ from ark_runtime.runtime.faults import FaultRecord, LoopError, LoopFault, LoopTi
 from ark_runtime.runtime.go import GoSignal
 from ark_runtime.runtime.graph_copies import GRAPH_AHEAD_ENV, CopyGraphs, gate_fits, open_gates
 from ark_runtime.runtime.resident import INTERRUPT_GRACE_S, STOP_GRACE_S, ResidentKernel, others_resident
+from ark_runtime.runtime.scoped import StopsOnExit
 from ark_runtime.runtime.tensors import overlapping_binds, tensor_memory
 from ark_runtime.scheduler import PLACEMENTS, DeviceSpec, device_family
 from ark_runtime.tiling import switched_off
@@ -75,7 +76,7 @@ def _collected(kernel: ResidentKernel, dma: DmaEngine | None, go_signal: GoSigna
             dma.close()
 
 
-class Runtime:
+class Runtime(StopsOnExit):
     _world_counters = None  # a World's rank (world_runtime.py): this rank's counter array, which peers add to
     _peer_counters: list[int] = []  # ... and every rank's counter array's address, rank by rank
 
@@ -612,14 +613,3 @@ class Runtime:
     def state(self) -> str:
         return self._state
 
-    def __enter__(self) -> Runtime:
-        return self
-
-    def __exit__(self, kind, exc, tb) -> None:
-        if kind is None:
-            self.stop()
-            return
-        try:
-            self.stop(drain=False)  # an error left the block: the queued iterations are not waited for
-        except Exception as again:  # noqa: BLE001 - the block's error is the one to see
-            exc.add_note(f"stopping the runtime after it: {again}")

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from ark_runtime.lower import LowerError, LowerOptions
 from ark_runtime.runtime.faults import LoopError
 from ark_runtime.runtime.runtime import Runtime
+from ark_runtime.runtime.scoped import StopsOnExit
 from ark_runtime.runtime.tensors import TensorMemory, tensor_memory
 from ark_runtime.runtime.world_runtime import _rank_runtime
 from ark_runtime.scheduler import PLACEMENTS, DeviceSpec, device_family
@@ -73,7 +74,11 @@ def plan_digest(lw: LoweredWorld) -> str:
     return hashlib.sha256(lw.plan.dumps().encode()).hexdigest()[:16]
 
 
-class WorldProcess:
+class WorldProcess(StopsOnExit):
+    @property
+    def _stopping(self) -> str:
+        return f"rank {self.rank}"
+
     def __init__(self, world: World, rank: int, device: int | None = None, *, store=None, bind: dict | None = None,
                  budget_s: float = 10.0, placement: str = "cost", sms: int | None = None, timeout_s: float = 300.0,
                  close_timeout_s: float = 30.0, fuse_chains: bool = True, split_k: bool | None = None):
@@ -232,17 +237,6 @@ class WorldProcess:
         if first is not None:
             raise first
 
-    def __enter__(self) -> WorldProcess:
-        return self
-
-    def __exit__(self, kind, exc, tb) -> None:
-        if kind is None:
-            self.stop()
-            return
-        try:
-            self.stop(drain=False)
-        except Exception as again:  # noqa: BLE001 - the block's error is the one to see
-            exc.add_note(f"stopping rank {self.rank} after it: {again}")
 
 
 def _timedelta(seconds: float):

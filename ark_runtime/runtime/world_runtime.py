@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from ark_runtime.lower import LowerError, LowerOptions, Lowered
 from ark_runtime.runtime.faults import LoopError
 from ark_runtime.runtime.runtime import Runtime, check_iterations, check_timeout
+from ark_runtime.runtime.scoped import StopsOnExit
 from ark_runtime.runtime.tensors import overlapping_binds, tensor_memory
 from ark_runtime.scheduler import PLACEMENTS, DeviceSpec, device_family
 from ark_runtime.world import World
@@ -73,7 +74,9 @@ def _on(device: int):
         yield
 
 
-class WorldRuntime:
+class WorldRuntime(StopsOnExit):
+    _stopping = "the World"
+
     def __init__(self, world: World, devices: Sequence[int] | None = None, *, bind: Sequence[dict] | None = None,
                  budget_s: float = 10.0, placement: str = "cost", fuse_chains: bool = True,
                  split_k: bool | None = None, sms: int | None = None):
@@ -246,17 +249,6 @@ class WorldRuntime:
         if first is not None:
             raise first
 
-    def __enter__(self) -> WorldRuntime:
-        return self
-
-    def __exit__(self, kind, exc, tb) -> None:
-        if kind is None:
-            self.stop()
-            return
-        try:
-            self.stop(drain=False)
-        except Exception as again:  # noqa: BLE001 - the block's error is the one to see
-            exc.add_note(f"stopping the World after it: {again}")
 
 
 def _rank_runtime(lw: LoweredWorld, rank: int, device: int, props: dict, memories: list, counters, peers: list[int],

@@ -829,3 +829,35 @@ def test_the_host_writes_go_unless_another_path_is_asked_for(monkeypatch):
     monkeypatch.setenv(go.GO_PATH_ENV, "teleport")
     with pytest.raises(LoopError, match="ARK_GO_PATH='teleport': give one of auto, stream, host"):
         go.wanted_path()
+
+
+def test_leaving_a_with_block_stops_drained_or_at_once_and_notes_a_failed_stop():
+    from ark_runtime.runtime.scoped import StopsOnExit
+    from ark_runtime.runtime.world_process import WorldProcess
+    from ark_runtime.runtime.world_runtime import WorldRuntime
+
+    class Stopper(StopsOnExit):
+        _stopping = "the thing"
+
+        def __init__(self, fails: bool = False):
+            self.calls, self.fails = [], fails
+
+        def stop(self, drain: bool = True, timeout: float = 30.0) -> None:
+            self.calls.append(drain)
+            if self.fails:
+                raise LoopError("would not stop")
+
+    with Stopper() as s:
+        pass
+    assert s.calls == [True]
+    s = Stopper(fails=True)
+    with pytest.raises(ValueError, match="the block's") as info:
+        with s:
+            raise ValueError("the block's")
+    assert s.calls == [False] and info.value.__notes__ == ["stopping the thing after it: would not stop"]
+    from ark_runtime.runtime import Runtime
+
+    assert Runtime._stopping == "the runtime" and WorldRuntime._stopping == "the World"
+    wp = WorldProcess.__new__(WorldProcess)
+    wp.rank = 3
+    assert wp._stopping == "rank 3"
