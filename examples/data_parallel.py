@@ -92,13 +92,7 @@ def whole(torch, t: list[dict], cfg: Config) -> list[list]:
 def reference(cfg: Config, values: list[dict[str, np.ndarray]], iterations: int = 1) -> list[list[np.ndarray]]:
     """Every rank's outputs in float64 (PyTorch on the CPU) after `iterations` steps, from the inputs as the GPU
     holds them."""
-    import torch
-
-    t = [{k: torch.tensor(np.asarray(v, np.float64)) for k, v in vals.items()} for vals in values]
-    with torch.no_grad():
-        for _ in range(iterations):
-            outs = whole(torch, t, cfg)
-        return [[o.numpy() for o in per] for per in outs]
+    return two_gpus.float64_outputs(lambda torch, t: whole(torch, t, cfg), values, iterations)
 
 
 def torch_rank(rank: int, world_size: int, device, args: dict):

@@ -84,12 +84,8 @@ def whole(torch, t: list[dict], cfg: Config) -> list[list]:
 
 def reference(cfg: Config, values: list[dict[str, np.ndarray]], iterations: int = 1) -> list[list[np.ndarray]]:
     """Every rank's outputs in float64 (PyTorch on the CPU), from the inputs as the GPU holds them (the same after
-    any number of iterations: nothing carries over)."""
-    import torch
-
-    t = [{k: torch.from_numpy(np.asarray(v, np.float64)) for k, v in vals.items()} for vals in values]
-    with torch.no_grad():
-        return [[o.numpy() for o in outs] for outs in whole(torch, t, cfg)]
+    any number of iterations: nothing carries over, so one run gives them)."""
+    return two_gpus.float64_outputs(lambda torch, t: whole(torch, t, cfg), values)
 
 
 def torch_rank(rank: int, world_size: int, device, args: dict):

@@ -174,13 +174,7 @@ def whole(torch, t: list[dict], cfg: Config) -> list[list]:
 def reference(cfg: Config, values: list[dict[str, np.ndarray]], iterations: int = 1) -> list[list[np.ndarray]]:
     """Every rank's output in float64 (PyTorch on the CPU) after `iterations` blocks, from the inputs as the GPU
     holds them."""
-    import torch
-
-    t = [{k: torch.tensor(np.asarray(v, np.float64)) for k, v in vals.items()} for vals in values]
-    with torch.no_grad():
-        for _ in range(iterations):
-            outs = whole(torch, t, cfg)
-        return [[o.numpy() for o in per] for per in outs]
+    return two_gpus.float64_outputs(lambda torch, t: whole(torch, t, cfg), values, iterations)
 
 
 def rank_step(torch, dist, t: dict, cfg: Config, rank: int):

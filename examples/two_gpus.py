@@ -560,3 +560,15 @@ def timed_loopback(torch, whole: Callable[[], list], iterations: int) -> dict:
         outs = {r: host(o) for r, o in enumerate(whole())}
         times = time_twin(torch, whole, iterations)
     return {"outs": outs, "times": times}
+
+
+def float64_outputs(whole: Callable, values: Sequence[dict[str, np.ndarray]], iterations: int = 1) -> list[list]:
+    """Every rank's outputs in float64 (PyTorch on the CPU) after `iterations` runs of whole(torch, tensors), from
+    `values` (each rank's inputs as the GPU holds them; copied, so a step that updates weights leaves them be)."""
+    import torch
+
+    t = [{k: torch.tensor(np.asarray(v, np.float64)) for k, v in vals.items()} for vals in values]
+    with torch.no_grad():
+        for _ in range(iterations):
+            outs = whole(torch, t)
+        return [[o.numpy() for o in per] for per in outs]
