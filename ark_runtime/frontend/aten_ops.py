@@ -298,14 +298,18 @@ def _norm_param(w, p, d: int, fill: float, dtype: str, what: str):
     return w.const_tensor(p, dtype)
 
 
-@handles("layer_norm", "native_layer_norm")
-def layer_norm(w, op, a):
+def _norm_input(w, a, name: str):
+    """A norm's input, refused unless it normalizes over the last axis: (x, x as rows, its width, its dtype)."""
     x = a["input"]
     if list(a["normalized_shape"]) != [x.shape[-1]]:
-        raise w.refuse(f"layer_norm over {list(a['normalized_shape'])} of {x.shape}; the runtime normalizes over "
-                       "the last axis")
-    xa = rowwise(w, x, "the layer_norm's input")
-    d, dtype = x.shape[-1], w.float_dtype(x.dtype, "the layer_norm's input")
+        raise w.refuse(f"{name} over {list(a['normalized_shape'])} of {x.shape}; the runtime normalizes over the "
+                       "last axis")
+    return x, rowwise(w, x, f"the {name}'s input"), x.shape[-1], w.float_dtype(x.dtype, f"the {name}'s input")
+
+
+@handles("layer_norm", "native_layer_norm")
+def layer_norm(w, op, a):
+    x, xa, d, dtype = _norm_input(w, a, "layer_norm")
     wt = _norm_param(w, a["weight"], d, 1.0, dtype, "weight")
     bt = _norm_param(w, a["bias"], d, 0.0, dtype, "bias")
     t = w.rec.call("layernorm", xa.tensor, wt, bt, eps=float(a["eps"]))
@@ -318,12 +322,7 @@ def layer_norm(w, op, a):
 
 @handles("rms_norm")
 def rms_norm(w, op, a):
-    x = a["input"]
-    if list(a["normalized_shape"]) != [x.shape[-1]]:
-        raise w.refuse(f"rms_norm over {list(a['normalized_shape'])} of {x.shape}; the runtime normalizes over the "
-                       "last axis")
-    xa = rowwise(w, x, "the rms_norm's input")
-    d, dtype = x.shape[-1], w.float_dtype(x.dtype, "the rms_norm's input")
+    x, xa, d, dtype = _norm_input(w, a, "rms_norm")
     eps = a.get("eps")
     eps = torch.finfo(x.dtype).eps if eps is None else float(eps)
     t = w.rec.call("rmsnorm", xa.tensor, _norm_param(w, a["weight"], d, 1.0, dtype, "weight"), eps=eps)
