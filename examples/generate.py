@@ -71,32 +71,32 @@ def _module(args):
 NEAR_TIE = 0.02  # PyTorch's top two logits this close (of the top's magnitude, at least 1): either token is right
 
 
-def _gaps(logits):
-    """Each row's top-two logit gap, of the top logit's magnitude (at least 1): a GPU tensor, read after timing."""
+def _gaps(logits) -> list[float]:
+    """Each row's top-two logit gap, of the top logit's magnitude (at least 1)."""
     top = logits.float().topk(2, dim=-1).values
-    return (top[:, 0] - top[:, 1]) / top[:, 0].abs().clamp(min=1.0)
+    return ((top[:, 0] - top[:, 1]) / top[:, 0].abs().clamp(min=1.0)).tolist()
 
 
 def torch_generate(module, ids, new: int) -> tuple[list[list[int]], float, list[list[float]]]:
     """PyTorch's greedy loop with its cache over the batch of prompts: each step's tokens, the seconds a step, and
-    each step's top-two gaps (_gaps) where it chose them."""
+    each step's top-two gaps (_gaps) where it chose them, worked out after the timed loop."""
     import torch
 
     with torch.no_grad():
         out = module(ids, use_cache=True)
-        past, token, tokens, gaps = out.past_key_values, out.logits[:, -1].argmax(-1), [], []
-        gap = _gaps(out.logits[:, -1])
+        past, last, tokens, chosen_from = out.past_key_values, out.logits[:, -1], [], []
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         for _ in range(new):
+            token = last.argmax(-1)
             tokens.append(token.tolist())
-            gaps.append(gap)
+            chosen_from.append(last)  # the step's logits, kept for the gaps: nothing more inside the timed loop
             out = module(token[:, None], past_key_values=past, use_cache=True)
-            past, token = out.past_key_values, out.logits[:, -1].argmax(-1)
-            gap = _gaps(out.logits[:, -1])
+            past, last = out.past_key_values, out.logits[:, -1]
         torch.cuda.synchronize()
         per_step = (time.perf_counter() - t0) / new
-    return tokens, per_step, [g.tolist() for g in gaps]
+        gaps = [_gaps(logits) for logits in chosen_from]
+    return tokens, per_step, gaps
 
 
 def parting(ours: list[list[int]], theirs: list[list[int]], gaps: list[list[float]],
