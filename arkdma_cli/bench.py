@@ -158,6 +158,13 @@ def _stepper(progress: Progress, console: Console):
     return step
 
 
+def _write_json(path: Path | None, result) -> None:
+    """result.as_json() into `path` (its folder made), where --json gave one."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result.as_json(), indent=1))
+
+
 def _size(n: int) -> str:
     return f"{n // MiB} MiB" if n >= MiB else f"{n // KiB} KiB" if n >= KiB else f"{n} B"
 
@@ -284,8 +291,7 @@ def run_interference(args, console: Console | None = None) -> int:
     interference.plot(result, args.plot)
     console.print(f"plot: {args.plot}")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result.as_json(), indent=1))
+        _write_json(args.json, result)
         console.print(f"json: {args.json}")
     return 0
 
@@ -333,23 +339,17 @@ def run_loop(args, console: Console | None = None) -> int:
     config = loop.LoopConfig(cases=cases, compile=not args.no_compile, quick=args.quick)
     if args.quick:
         config = replace(config, reps=10, samples=3)
-    def save(result) -> None:
-        if args.json:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps(result.as_json(), indent=1))
-
     def finished(result) -> None:  # each case's row printed and saved at once: a cut-off run keeps them
         r = result.rows[-1]
         progress.console.print(f"{r.case} {r.model}: arkdma {r.arkdma_us:.1f} us, best PyTorch x"
                                f"{r.ratio_to_best_torch:.2f}, {'ok' if r.ok else 'WRONG'}")
         if r.profile and not console.is_terminal:  # a log keeps where the time went
             progress.console.print(profile_table(r.profile))
-        save(result)
+        _write_json(args.json, result)
         sys.stdout.flush()
 
     with _progress(console) as progress:
         step = _stepper(progress, console)
-
         result = loop.run(config, step, finished)
     console.print(loop_table(result))
     for r in result.rows:
@@ -358,7 +358,7 @@ def run_loop(args, console: Console | None = None) -> int:
     loop.plot(result, args.plot)
     console.print(f"plot: {args.plot}")
     if args.json:
-        save(result)
+        _write_json(args.json, result)
         console.print(f"json: {args.json}")
     wrong = [f"{r.case} {r.model}" for r in result.rows if not r.ok]
     if wrong:
@@ -447,7 +447,6 @@ def run_models(args, console: Console | None = None, measurer=None) -> int:
 
         with _progress(console) as progress:
             step = _stepper(progress, console)
-
             result = models.run(config, measurer, step, finished)
         models.save(result, args.json)
     console.print(models_table(result))
@@ -533,11 +532,6 @@ def run_comm(args, console: Console | None = None) -> int:
         raise EngineUnavailable(f"bench comm compares with PyTorch + NCCL, which is not installed here: {exc}") from None
     from bench import comm, comm_plot
 
-    def save(result) -> None:
-        if args.json:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps(result.as_json(), indent=1))
-
     shown = 0
 
     def saved(result) -> None:  # each row said and saved at once: a run cut short keeps what it measured
@@ -547,12 +541,11 @@ def run_comm(args, console: Console | None = None) -> int:
                 f"arkdma {r.arkdma_us:.2f} us, NCCL {'-' if r.nccl_us is None else f'{r.nccl_us:.2f}'} us")
             progress.console.print(f"{r.op} {_size(r.bytes)}: {what}")
         shown = len(result.rows)
-        save(result)
+        _write_json(args.json, result)
         sys.stdout.flush()
 
     with _progress(console) as progress:
         step = _stepper(progress, console)
-
         result = comm.run(config, step, saved)
     console.print(comm_table(result))
     for note in result.notes:
@@ -560,7 +553,7 @@ def run_comm(args, console: Console | None = None) -> int:
     comm_plot.plot(result, args.plot)
     console.print(f"plot: {args.plot}")
     if args.json:
-        save(result)
+        _write_json(args.json, result)
         console.print(f"json: {args.json}")
     failed = [f"{r.op} {_size(r.bytes)}" for r in result.rows if r.error]
     if failed:
@@ -604,8 +597,7 @@ def run_plan_scale(args, console: Console | None = None) -> int:
         result = plan_scale.run(names, args.runtime, step)
     console.print(plan_scale_table(result))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result.as_json(), indent=1))
+        _write_json(args.json, result)
         console.print(f"json: {args.json}")
     return 0
 
@@ -644,8 +636,7 @@ def run_tune(args, console: Console | None = None) -> int:
                   f"{s['speedup']:.2f}" if s["speedup"] else "-")
     console.print(t)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result.as_json(), indent=1))
+        _write_json(args.json, result)
         console.print(f"json: {args.json}")
     return 0
 
