@@ -297,6 +297,15 @@ def _sm90(bm: int, bn: int, k: int, tiles: int, num_sms: int, loader: str | None
             "smem": matmul_sm90_smem(bm, bn, k), "loader": loader}
 
 
+def sm90_epilogue(bn: int) -> str:
+    """How the wgmma tile runs an epilogue fused into it (matmul_sm90.cuh's finish): "unrolled", each sum through the
+    epilogue where the wgmma left it, or "staged", the block through the ring and a rolled loop. The one measured
+    faster for the block's width (measured.py, "matmul_sm90.epilogue")."""
+    from ark_runtime.ops.measured import decide
+
+    return decide("matmul_sm90.epilogue", "256 columns" if bn == 256 else "64-128 columns")
+
+
 def sm90_blocks_for(m: int, n: int) -> tuple[tuple[int, int], ...]:
     """SM90_BLOCKS the matrix would leave no more than half empty (as sm90_matmul_block weighs them)."""
     return tuple((bm, bn) for bm, bn in SM90_BLOCKS if (bm == 64 or 2 * m > bm) and (bn == 64 or 2 * n > bn))
@@ -373,7 +382,8 @@ class Matmul(OpSpec):
         if block is not None:
             bm, bn = knobs.get("block", block)
             wbn = min(bn, 128)
-            return {**_sm90(bm, bn, k, -(-m // bm) * -(-n // bn), sms, knobs.get("loader")),
+            epilogue = {"epilogue": sm90_epilogue(bn)} if op.attr("epilogue") else {}
+            return {**_sm90(bm, bn, k, -(-m // bm) * -(-n // bn), sms, knobs.get("loader")), **epilogue,
                     "fallback": {"template": "matmul_wmma", "block": [bm, wbn],
                                  "stages": matmul_stages(a.dtype, bm, wbn), "smem": matmul_smem(a.dtype, bm, wbn)}}
         if skinny(m):
@@ -434,11 +444,12 @@ class Matmul(OpSpec):
                            "\"matmul.py's matmul_smem\");")
         shape = f"{x[0]}, {x[1]}, {o}, {a.rows}, {b.cols}, {a.cols}"
         wmma = f"ark::matmul_tile<{ct}, {bm}, {wbn}, {wstages}, true>"
+        staged = ", true" if v.get("epilogue") == "staged" else ""
         if v["loader"] == "tma":
-            call = (f"ark::matmul_tile_sm90_tma<{ct}, {bm}, {bn}, {stages}>({self._maps(e, op, a, b, bm)}, {o}, "
-                    f"{a.rows}, {b.cols}, {a.cols}, 0, r0, r1, c0, c1, smem{epi});")
+            call = (f"ark::matmul_tile_sm90_tma<{ct}, {bm}, {bn}, {stages}{staged}>({self._maps(e, op, a, b, bm)}, "
+                    f"{o}, {a.rows}, {b.cols}, {a.cols}, 0, r0, r1, c0, c1, smem{epi});")
         else:
-            call = (f"ark::matmul_tile_sm90<{ct}, {bm}, {bn}, {stages}>({shape}, r0, r1, c0, c1, smem"
+            call = (f"ark::matmul_tile_sm90<{ct}, {bm}, {bn}, {stages}{staged}>({shape}, r0, r1, c0, c1, smem"
                     f"{', 0' + epi if epi else ''});")
         return "\n".join([
             "#if ARK_HAS_WGMMA",
@@ -469,10 +480,11 @@ class Matmul(OpSpec):
         e.need_smem(smem, f"static_assert(ark::matmul_sm90_smem<{bm}, {bn}, {stages}>() == {smem}, "
                           "\"matmul.py's matmul_sm90_smem\");")
         if v["loader"] == "tma":
-            call = (f"ark::matmul_tile_sm90_tma<{ct}, {bm}, {bn}, {stages}, float>({self._maps(e, op, a, b, bm)}, "
-                    f"po, {m}, {n}, {kp}, (int)k0, r0 - s * {m}, r1 - s * {m}, c0, c1, smem);")
+            call = (f"ark::matmul_tile_sm90_tma<{ct}, {bm}, {bn}, {stages}, false, float>("
+                    f"{self._maps(e, op, a, b, bm)}, po, {m}, {n}, {kp}, (int)k0, r0 - s * {m}, r1 - s * {m}, c0, c1, "
+                    "smem);")
         else:
-            call = (f"ark::matmul_tile_sm90<{ct}, {bm}, {bn}, {stages}, float>(pa, pb, po, {m}, {n}, {kp}, "
+            call = (f"ark::matmul_tile_sm90<{ct}, {bm}, {bn}, {stages}, false, float>(pa, pb, po, {m}, {n}, {kp}, "
                     f"r0 - s * {m}, r1 - s * {m}, c0, c1, smem, {k});")
         return "\n".join([
             "{",

@@ -407,7 +407,9 @@ def test_timing_medium(h100, m, k, n):
     model = Model(f"mm{m}x{k}x{n}")
     model.output(model.matmul(model.input("x", (m, k), "bf16"), model.input("w", (k, n), "bf16")))
     ms, table, err, text = _time_model(model)
-    block = re.search(r"matmul_tile_sm90(?:_tma)?<__nv_bfloat16, (\d+), (\d+), (\d+)(, float)?>", text)  # float: split K
+    # (true: the epilogue staged; float: split K)
+    block = re.search(r"matmul_tile_sm90(?:_tma)?<__nv_bfloat16, (\d+), (\d+), (\d+)(?:, (?:true|false))?(, float)?>",
+                      text)
     flops, nbytes = 2.0 * m * k * n, 2.0 * (m * k + k * n + m * n)
     lines = [f"{m}x{k} @ {k}x{n} bf16, loop kernel: {ms * 1e3:.1f} us per iteration, {flops / ms / 1e9:.1f} TFLOP/s, "
              f"{nbytes / ms / 1e6:.0f} GB/s; block {block.group(1)} x {block.group(2)}, {block.group(3)} stages"
@@ -452,3 +454,19 @@ def test_timing_mlp_b64(h100):
     lines += [table, f"result off by {err:.3g} of its scale"]
     print("\n" + "\n".join(lines))
     assert err <= TOL["bf16"] * 2, lines[-1]
+
+
+@pytest.mark.parametrize("block", SM90_BLOCKS)
+@pytest.mark.parametrize("loader", LOADERS)
+def test_fused_epilogues_in_every_block(h100, block, loader):
+    """A bias with erf-GELU, and a residual, fused into the stores of each block with ragged rows and columns: the
+    epilogue staged through the ring (the warpgroups' sums added there first where BM = 64)."""
+    m = Model(f"sm90-epilogue-{block[0]}x{block[1]}")
+    x = m.input("x", (200, 136), "bf16")
+    h = m.unary("gelu_erf", m.add(m.matmul(x, m.input("w", (136, 520), "bf16")), m.input("b", (520,), "bf16")))
+    r = m.add(m.matmul(x, m.input("w2", (136, 520), "bf16")), m.input("res", (200, 520), "bf16"))
+    m.output(h, r)
+    chosen = {"block": block, "loader": loader}
+    text = _check_model(m, sms=8, split_k=False, knobs={h.name: chosen, r.name: chosen})
+    tile = "matmul_tile_sm90_tma" if loader == "tma" else "matmul_tile_sm90"
+    assert text.count(f"{tile}<__nv_bfloat16, {block[0]}, {block[1]},") == 2

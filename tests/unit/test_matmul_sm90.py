@@ -119,7 +119,7 @@ def test_the_plan_cuts_what_the_kernel_computes(loader):
         out = model.tensors[op.output]
         regions = sorted((t["writes"][1], t["writes"][3]) for t in plan.tiles if t["op"] == op.id)
         assert regions == [(r, c) for r in range(0, out.rows, bm) for c in range(0, out.cols, bn)]
-    assert f"{_tile(loader)}<__nv_bfloat16, 128, 256, 4>(" in src.text
+    assert f"{_tile(loader)}<__nv_bfloat16, 128, 256, 4, true>(" in src.text  # gelu fused: staged (256 columns)
     assert f"{_tile(loader)}<__nv_bfloat16, 128, 128, 6>(" in src.text
     # TMA: A's map boxes a block's rows by 64 of K, B's 64 of K by 64 columns, at the op's two indices
     want = [] if loader == "cp.async" else [
@@ -240,3 +240,37 @@ def test_a_gpu_without_wgmma_gets_no_sm90_tile_and_no_sm90a_build():
     bm, bn = matmul_block(1024, 1024, 132)
     _, r0, r1, c0, c1 = off.tiles[0]["writes"]
     assert (r1 - r0, c1 - c0) == (bm, bn)
+
+
+def test_fused_epilogues_are_staged_where_measured_and_compile_in_every_block(loader):
+    """A bias and erf-GELU fused into every block: staged through the ring where the measured table says so (the
+    256-column blocks), unrolled elsewhere, each compiled for sm_90a without spills."""
+    from cupy.cuda import nvrtc
+
+    from ark_runtime.lower import LowerOptions, lower
+    from ark_runtime.ops.measured import decide
+    from driver.gpu import compile
+
+    m = Model("epilogues")
+    x = m.input("x", (512, 136), "bf16")
+    outs = [(m.unary("gelu_erf", m.add(m.matmul(x, m.input(f"w{i}", (136, 520), "bf16")),
+                                      m.input(f"b{i}", (520,), "bf16"))), block)
+            for i, block in enumerate(SM90_BLOCKS)]
+    m.output(*(h for h, _ in outs))
+    knobs = tuple((h.name, (("block", block), ("loader", loader))) for h, block in outs)
+    lw = lower(m, DeviceSpec(num_sms=132), LowerOptions(split_k=False, knobs=knobs), cache=False)
+    text = lw.source.text
+    for op, v in zip(lw.model.ops, lw.plan.variants):
+        bm, bn = v["block"]
+        want = decide("matmul_sm90.epilogue", "256 columns" if bn == 256 else "64-128 columns")
+        assert v["epilogue"] == want
+        call = f"{_tile(loader)}<__nv_bfloat16, {bm}, {bn}, {v['stages']}"
+        assert (call + ", true>" in text) == (want == "staged") and call in text
+    prog = nvrtc.createProgram(compile._keyed(text), "epilogues.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, [*compile.options((f"-I{INCLUDE_DIR}",)), "--gpu-architecture=sm_90a",
+                                    "--ptxas-options=-v"])
+        log = nvrtc.getProgramLog(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+    assert "0 bytes spill stores, 0 bytes spill loads" in log, log

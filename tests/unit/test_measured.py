@@ -58,6 +58,8 @@ def test_the_loader_and_skinny_decisions_are_the_measured_ones():
     assert measured.decide("skinny.tile", "5-16 rows", candidates=pick) == "gemv_mma"
     # the H200's own rows measure no gemv_mma: every device's rows decide
     assert measured.decide("skinny.tile", "5-16 rows", "H200", pick) == "gemv_mma"
+    assert measured.decide("matmul_sm90.epilogue", "256 columns") == "staged"
+    assert measured.decide("matmul_sm90.epilogue", "64-128 columns") == "unrolled"
 
 
 def test_a_device_with_rows_for_every_candidate_decides_alone(tmp_path, monkeypatch):

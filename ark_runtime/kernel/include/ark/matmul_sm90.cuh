@@ -334,11 +334,67 @@ __device__ __forceinline__ void multiply(float (&acc)[BN / 2], unsigned slice, u
   wgmma_commit();
 }
 
-/* The epilogue of both tiles: every thread's sums of the block (BM = 64: the warpgroups' halves added through the
- * ring first) through `epi` to `out`. Every copy into the ring is in and every wgmma done when it is called. */
+/* Words per row of the block of sums staged in the ring (staged_epilogue): the 8-word skew puts the four rows a
+ * half-warp's 8-byte stores reach on different banks. */
+template <int BN> __host__ __device__ constexpr int staged_row() { return BN + 8; }
+
+/* A fused epilogue through the ring: the block's sums into shared memory (BM = 64: warpgroup 1's added to 0's), then
+ * a loop, not unrolled, in which consecutive threads take consecutive column pairs of a row. Unrolled over every sum
+ * (store_cols), an epilogue with an input to load and an erf to compute is inlined BN / 2 times per tile template,
+ * tens of kilobytes of code that the loop kernel's instruction cache cannot hold; the stores are coalesced as well.
+ * The ring (RING bytes at x) is free: every wgmma and copy is done. */
 template <int BM, int BN, typename TO, typename Epi>
+__device__ __forceinline__ void staged_epilogue(const float (&acc)[BN / 2], TO* out, int n, int r0, int r1, int c0,
+                                                int c1, float* x, const Epi& epi) {
+  constexpr int LD = staged_row<BN>(), PAIRS = BN / 2;
+  const int wg = threadIdx.x >> 7;
+  const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int row = (BM == 128 ? wg * 64 : 0) + warp * 16 + (lane >> 2);
+  const int col = (lane & 3) * 2;
+  __syncthreads();  // every warp is past its last read of the ring
+  if (BM == 128 || wg == 0) {
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *(float2*)(x + (row + 8 * h) * LD + col + 8 * i) = make_float2(acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
+  }
+  if constexpr (BM == 64) {
+    __syncthreads();
+    if (wg == 1) {
+#pragma unroll
+      for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float2* p = (float2*)(x + (row + 8 * h) * LD + col + 8 * i);
+          const float2 v = *p;
+          *p = make_float2(v.x + acc[4 * i + 2 * h], v.y + acc[4 * i + 2 * h + 1]);
+        }
+    }
+  }
+  __syncthreads();
+#pragma unroll 1
+  for (int q = threadIdx.x; q < BM * PAIRS; q += 256) {
+    const int r = r0 + q / PAIRS, c = c0 + 2 * (q % PAIRS);
+    if (r < r1 && c < c1) {
+      const float2 v = *(const float2*)(x + (q / PAIRS) * LD + 2 * (q % PAIRS));
+      const long long f = (long long)r * n + c;
+      st2(out + f, epi(v.x, f), epi(v.y, f + 1));
+    }
+  }
+}
+
+/* The epilogue of both tiles: every thread's sums of the block (BM = 64: the warpgroups' halves added through the
+ * ring first) through `epi` to `out`, or with STAGED (matmul.py's sm90_epilogue) a fused epilogue through the ring
+ * (staged_epilogue). Every copy into the ring is in and every wgmma done when it is called; RING: the ring's bytes. */
+template <int BM, int BN, bool STAGED, int RING, typename TO, typename Epi>
 __device__ __forceinline__ void finish(float (&acc)[BN / 2], TO* out, int n, int r0, int r1, int c0, int c1,
                                        unsigned char* smem, unsigned smem_at, unsigned base, const Epi& epi) {
+  static_assert(!STAGED || RING >= BM * staged_row<BN>() * 4, "the ring holds the staged block of sums");
+  if constexpr (STAGED && !IsNoEpi<Epi>::value) {
+    staged_epilogue<BM, BN>(acc, out, n, r0, r1, c0, c1, (float*)(smem + (base - smem_at)), epi);
+    return;
+  }
   const int wg = threadIdx.x >> 7;
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int row = r0 + (BM == 128 ? wg * 64 : 0) + warp * 16 + (lane >> 2);
@@ -368,7 +424,7 @@ __device__ __forceinline__ void finish(float (&acc)[BN / 2], TO* out, int n, int
 /* The tile with cp.async loads; every thread of the CTA (256) calls it with the same arguments. smem:
  * matmul_sm90_smem<BM, BN, STAGES>() bytes of dynamic shared memory. A split-K part (split_k.py) passes A and B from
  * its first k, its part's k, A's whole row stride as lda, and fp32 sums as TO. */
-template <typename T, int BM, int BN, int STAGES, typename TO = T, typename Epi = NoEpi>
+template <typename T, int BM, int BN, int STAGES, bool STAGED = false, typename TO = T, typename Epi = NoEpi>
 __device__ void matmul_tile_sm90(const T* a, const T* b, TO* out, int m, int n, int k, int r0, int r1, int c0, int c1,
                                  unsigned char* smem, int lda = 0, const Epi& epi = Epi()) {
   static_assert(BM == 128 || BM == 64, "BM is 128 or 64");
@@ -413,7 +469,7 @@ __device__ void matmul_tile_sm90(const T* a, const T* b, TO* out, int m, int n, 
   sm90::wgmma_wait<0>();
   sm90::fence_acc(acc);
   sm90::cp_async_wait<0>();
-  sm90::finish<BM, BN>(acc, out, n, r0, r1, c0, c1, smem, smem_at, base, epi);
+  sm90::finish<BM, BN, STAGED, STAGES * STAGE>(acc, out, n, r0, r1, c0, c1, smem, smem_at, base, epi);
 }
 
 /* The tile with TMA loads (cp.async.bulk.tensor), same blocks, ring and results as matmul_tile_sm90. map_a and
@@ -428,7 +484,7 @@ __device__ void matmul_tile_sm90(const T* a, const T* b, TO* out, int m, int n, 
  * with it, so STAGES - 1 slices load while one multiplies: no __syncthreads in the loop, no per-thread copies. The
  * barriers are set up at the start of each tile and invalidated at its end (the loop kernel runs other templates
  * on the same shared memory in between). */
-template <typename T, int BM, int BN, int STAGES, typename TO = T, typename Epi = NoEpi>
+template <typename T, int BM, int BN, int STAGES, bool STAGED = false, typename TO = T, typename Epi = NoEpi>
 __device__ void matmul_tile_sm90_tma(const void* map_a, const void* map_b, TO* out, int m, int n, int k, int k0,
                                      int r0, int r1, int c0, int c1, unsigned char* smem, const Epi& epi = Epi()) {
   static_assert(BM == 128 || BM == 64, "BM is 128 or 64");
@@ -489,7 +545,7 @@ __device__ void matmul_tile_sm90_tma(const void* map_a, const void* map_b, TO* o
   if (threadIdx.x == 0) {
     for (int i = 0; i < 2 * STAGES; ++i) sm90::mbar_inval(full + 8 * i);
   }
-  sm90::finish<BM, BN>(acc, out, n, r0, r1, c0, c1, smem, smem_at, base, epi);
+  sm90::finish<BM, BN, STAGED, STAGES * STAGE>(acc, out, n, r0, r1, c0, c1, smem, smem_at, base, epi);
 }
 #endif  // ARK_HAS_WGMMA
 

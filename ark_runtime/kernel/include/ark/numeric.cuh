@@ -29,6 +29,8 @@ template <typename T> __device__ __forceinline__ void st(T* p, long long i, floa
 struct NoEpi {
   __device__ __forceinline__ float operator()(float v, long long) const { return v; }
 };
+template <typename Epi> struct IsNoEpi { static constexpr bool value = false; };
+template <> struct IsNoEpi<NoEpi> { static constexpr bool value = true; };
 
 enum Fn : int { GELU, SILU, RELU, EXP, NEG, SQRT, RSQRT, IDENTITY, TANH, GELU_ERF, ADD, SUB, MUL, DIV, MAX };
 
