@@ -342,7 +342,7 @@ template <int BN> __host__ __device__ constexpr int staged_row() { return BN + 8
  * a loop, not unrolled, in which consecutive threads take consecutive column pairs of a row. Unrolled over every sum
  * (store_cols), an epilogue with an input to load and an erf to compute is inlined BN / 2 times per tile template,
  * tens of kilobytes of code that the loop kernel's instruction cache cannot hold; the stores are coalesced as well.
- * The ring (RING bytes at x) is free: every wgmma and copy is done. */
+ * x: the ring, free once every wgmma and copy is done, at least BM * staged_row<BN>() floats (finish checks). */
 template <int BM, int BN, typename TO, typename Epi>
 __device__ __forceinline__ void staged_epilogue(const float (&acc)[BN / 2], TO* out, int n, int r0, int r1, int c0,
                                                 int c1, float* x, const Epi& epi) {
