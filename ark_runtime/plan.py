@@ -14,6 +14,7 @@ a sum reaches n x (i + 1) when a fast tile has signalled iteration i + 1 and a s
 
 from __future__ import annotations
 
+import bisect
 import json
 import pickle
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ PLAN_VERSION = 2  # 2: each op's kernel variant (`variants`)
 # took half a second to load, which a Runtime started from the lowering cache does not read unless a fault or a
 # profile asks (it needs their sizes only)
 LAZY_FIELDS = ("tiles", "deps", "counters", "streams", "estimate")
-OP_COUNTER_FROM = 5  # waits on more tiles of one op than this go through the op's counter
+OP_COUNTER_FROM = 5  # waits on this many tiles of one op or more go through the op's counter
 
 
 class PlanError(ValueError):
@@ -144,32 +145,39 @@ def _streams(tiles: list[Tile], deps: list[tuple[int, ...]],
             counters.append(Counter(len(counters), kind, of, members))
         return table[of]
 
-    # what each SM has already waited for in this iteration (counters only grow: a wait stays true)
+    # what each SM has already waited for in this iteration (counters only grow: a wait stays true), and per op how
+    # many of its tiles it waited for one by one (none: no tile of the op needs looking up)
     seen_tile: list[dict[int, int]] = [{} for _ in range(n_sms)]
     seen_op: list[dict[int, int]] = [{} for _ in range(n_sms)]
+    tile_waits: list[dict[int, int]] = [{} for _ in range(n_sms)]
+    op_of = [t.op for t in tiles]
+    if any(t.id != i for i, t in enumerate(tiles)) or any(a > b for a, b in zip(op_of, op_of[1:])):
+        raise PlanError("tiles must be numbered in order and come op by op (as tile_model makes them)")
+    op_end = {t.op: t.id + 1 for t in tiles}  # one past each op's last tile: an op's tiles are consecutive ids
 
     def waits_for(s: int, others: list[int], delta: int) -> list[dict]:
-        """Waits on SM s for the `others` (tiles on other SMs) not already waited for there: per op, one op
+        """Waits on SM s for the `others` (tiles on other SMs, ascending) not already waited for there: per op, one op
         counter when there are many of its tiles, else one counter per tile."""
-        grouped: dict[int, list[int]] = {}
-        for o in others:
-            grouped.setdefault(tiles[o].op, []).append(o)
-        by_op: dict[int, list[int]] = {}
-        seen_tiles = seen_tile[s]
-        for op, ids in grouped.items():
-            if seen_op[s].get(op, -1) < delta:  # an op group waited for covers every tile of the op
-                ids = [o for o in ids if seen_tiles.get(o, -1) < delta]
-                if ids:
-                    by_op[op] = ids
+        ops_seen, tiles_seen, counted = seen_op[s], seen_tile[s], tile_waits[s]
         out = []
-        for op, ids in sorted(by_op.items()):
-            if len(ids) >= OP_COUNTER_FROM:
-                out.append({"op": "wait", "counter": counter_for("op", op), "delta": delta})
-                seen_op[s][op] = max(delta, seen_op[s].get(op, -1))
-            else:
-                for o in sorted(ids):
-                    out.append({"op": "wait", "counter": counter_for("tile", o), "delta": delta})
-                    seen_tile[s][o] = max(delta, seen_tile[s].get(o, -1))
+        i, n = 0, len(others)
+        while i < n:
+            op = op_of[others[i]]
+            j = bisect.bisect_left(others, op_end[op], i)
+            if ops_seen.get(op, -1) < delta:  # an op group waited for covers every tile of the op
+                ids = others[i:j]
+                if counted.get(op):
+                    ids = [o for o in ids if tiles_seen.get(o, -1) < delta]
+                if len(ids) >= OP_COUNTER_FROM:
+                    out.append({"op": "wait", "counter": counter_for("op", op), "delta": delta})
+                    ops_seen[op] = max(delta, ops_seen.get(op, -1))
+                else:
+                    for o in ids:
+                        out.append({"op": "wait", "counter": counter_for("tile", o), "delta": delta})
+                        if o not in tiles_seen:
+                            counted[op] = counted.get(op, 0) + 1
+                        tiles_seen[o] = max(delta, tiles_seen.get(o, -1))
+            i = j
         return out
 
     streams: list[list[dict]] = [[] for _ in range(n_sms)]

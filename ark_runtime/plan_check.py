@@ -78,13 +78,14 @@ def static_problems(plan) -> list[str]:
     # when its producer's counter (or its op's group) was waited for, with enough delta, before the tile.
     tile_ctr = {c["of"]: c["id"] for c in counters if c["kind"] == "tile"}
     group = {c["of"]: c["id"] for c in counters if c["kind"] == "op"}
-    readers: dict[int, list[int]] = {}
+    readers: list[list[int]] = [[] for _ in tiles]
     for t, ds in enumerate(plan.deps):
         for p in ds:
-            readers.setdefault(p, []).append(t)
+            readers[p].append(t)
 
     op_of = [t["op"] for t in tiles]
     where_sm = [where[t][0] for t in range(len(tiles))]
+    where_pos = [where[t][1] for t in range(len(tiles))]
 
     def uncovered(seen: dict[int, int], others: list[int], delta: int) -> list[int]:
         """Of tiles `others` (on other SMs), those no wait seen so far covers with `delta`: a wait on the op's group
@@ -102,15 +103,15 @@ def static_problems(plan) -> list[str]:
                 seen[ins["counter"]] = max(seen.get(ins["counter"], -1), ins["delta"])
             elif ins["op"] == "run":
                 t = ins["tile"]
-                remote = []
-                for p in plan.deps[t]:  # t reads p
-                    if where_sm[p] != s:
-                        remote.append(p)
-                    elif where[p][1] > where[t][1]:
-                        problems.append(f"tile {t} runs before tile {p} it reads, on SM {s}")
+                ds = plan.deps[t]  # t reads each of them
+                remote = [p for p in ds if where_sm[p] != s]
+                if len(remote) < len(ds):
+                    here = where_pos[t]
+                    problems += [f"tile {t} runs before tile {p} it reads, on SM {s}"
+                                 for p in ds if where_sm[p] == s and where_pos[p] > here]
                 for p in sorted(uncovered(seen, remote, 1)):
                     problems.append(f"tile {t} (SM {s}) reads tile {p} (SM {where_sm[p]}) without waiting for it")
-                war = [r for r in readers.get(t, ()) if where_sm[r] != s]  # t overwrites what r read last iteration
+                war = [r for r in readers[t] if where_sm[r] != s]  # t overwrites what r read last iteration
                 for r in sorted(uncovered(seen, war, 0)):
                     problems.append(f"tile {t} (SM {s}) overwrites what tile {r} (SM {where_sm[r]}) read in the "
                                     "previous iteration without waiting for it")

@@ -90,6 +90,8 @@ def place(tiles: list[Tile], deps: list[tuple[int, ...]], device: DeviceSpec, po
     first = np.full(n, np.inf)  # when each SM's first tile of the iteration starts (none yet: never)
     index = np.arange(n)
     sm, start, finish = [0] * len(tiles), [0.0] * len(tiles), [0.0] * len(tiles)
+    sm_of, finish_of = np.zeros(len(tiles), np.int64), np.zeros(len(tiles))  # the same, for the deps' gathers
+    marked = np.zeros(n, bool)
     read = {p for ds in deps for p in ds}  # tiles another tile reads in the iteration; the rest end it (sinks)
     sinks: dict[int, int] = {}  # per op, its tiles that end the iteration
     for t in tiles:
@@ -98,28 +100,39 @@ def place(tiles: list[Tile], deps: list[tuple[int, ...]], device: DeviceSpec, po
     late = n  # SMs with no tile at the iteration's start
     makespan = 0.0
     for t in tiles:
-        ready_local: dict[int, float] = {}  # SM -> when the deps on that SM are done
-        for p in deps[t.id]:
-            if finish[p] >= ready_local.get(sm[p], 0.0):
-                ready_local[sm[p]] = finish[p]
         # the deps on SM s cost nothing more; every other dep costs a synchronisation: from SM s, the latest of the
-        # other SMs' deps (the first of the two latest SMs, unless that is s)
+        # other SMs' deps. So only the SM of the latest dep (`top`; of several, the one a dep names first) starts
+        # on the latest of the other SMs' deps (`second`); any other SM on the latest dep (`remote`)
         g = group[t.id]
         lo, hi = g * per, (g + 1) * per
-        if groups > 1:  # a dep on another GPU's SM costs the peer's synchronisation too
-            ready_local = {k: v + (peer_sync_ns if not lo <= k < hi else 0.0) for k, v in ready_local.items()}
-        top = sorted(ready_local.items(), key=lambda kv: -kv[1])[:2]
-        ready_remote = top[0][1] + device.sync_ns if top else 0.0
-        second = top[1][1] + device.sync_ns if len(top) > 1 else 0.0
+        top, latest, remote, second = -1, 0.0, 0.0, 0.0
+        on, at = None, None
+        if deps[t.id]:
+            ds = np.asarray(deps[t.id], np.int64)
+            on, at = sm_of[ds], finish_of[ds]
+            if groups > 1:  # a dep on another GPU's SM costs the peer's synchronisation too
+                at = at + np.where((on < lo) | (on >= hi), peer_sync_ns, 0.0)
+            latest = float(at.max())
+            tops = on[at == latest]
+            if (tops == tops[0]).all():
+                top = int(tops[0])
+            else:
+                marked[tops] = True
+                top = int(on[marked[on].argmax()])
+                marked[tops] = False
+            rest = at[on != top]
+            remote = latest + device.sync_ns
+            second = float(rest.max()) + device.sync_ns if rest.size else 0.0
         if policy == "round-robin":
             s = lo + t.id % per
-            local = ready_local.get(s)
-            others = ready_remote if local is None or s != top[0][0] else second
+            mine = at[on == s] if on is not None else ()
+            local = float(mine.max()) if len(mine) else None
+            others = remote if local is None or s != top else second
             best, best_start = s, max(float(free[s]), local or 0.0, others)
         else:
-            begins = np.maximum(free, ready_remote)
-            for s, local in ready_local.items():
-                begins[s] = max(float(free[s]), local, second if s == top[0][0] else ready_remote)
+            begins = np.maximum(free, remote)
+            if top >= 0:
+                begins[top] = max(float(free[top]), latest, second)
             if groups > 1:
                 begins[:lo] = np.inf
                 begins[hi:] = np.inf
@@ -141,6 +154,7 @@ def place(tiles: list[Tile], deps: list[tuple[int, ...]], device: DeviceSpec, po
         first[best] = min(first[best], best_start)
         sm[t.id], start[t.id] = best, best_start
         finish[t.id] = best_start + device.tile_ns(t)
+        sm_of[t.id], finish_of[t.id] = best, finish[t.id]
         free[best] = finish[t.id]
         makespan = max(makespan, finish[t.id])
     return Placement(tuple(sm), tuple(start), tuple(finish))
