@@ -101,8 +101,9 @@ def place(tiles: list[Tile], deps: list[tuple[int, ...]], device: DeviceSpec, po
     makespan = 0.0
     for t in tiles:
         # the deps on SM s cost nothing more; every other dep costs a synchronisation: from SM s, the latest of the
-        # other SMs' deps. So only the SM of the latest dep (`top`; of several, the one a dep names first) starts
-        # on the latest of the other SMs' deps (`second`); any other SM on the latest dep (`remote`)
+        # other SMs' deps. So the SM of the latest dep (`top`; of several, the one a dep names first) can start at
+        # the latest dep of the other SMs plus a synchronisation (`second`), and every other SM at the latest dep
+        # plus one (`remote`)
         g = group[t.id]
         lo, hi = g * per, (g + 1) * per
         top, latest, remote, second = -1, 0.0, 0.0, 0.0
