@@ -158,11 +158,18 @@ def _stepper(progress: Progress, console: Console):
     return step
 
 
-def _write_json(path: Path | None, result) -> None:
-    """result.as_json() into `path` (its folder made), where --json gave one."""
+def _write_json(path: Path | None, result, **extra) -> None:
+    """result.as_json(), with `extra` fields, into `path` (its folder made), where --json gave one."""
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result.as_json(), indent=1))
+        path.write_text(json.dumps({**result.as_json(), **extra}, indent=1))
+
+
+def _save_json(console: Console, path: Path | None, result, **extra) -> None:
+    """_write_json, and where it went said."""
+    if path is not None:
+        _write_json(path, result, **extra)
+        console.print(f"json: {path}")
 
 
 def _size(n: int) -> str:
@@ -253,11 +260,8 @@ def run_dma(args, console: Console | None = None) -> int:
     dma.plot(result, args.plot)
     console.print(f"plot: {args.plot}")
     if args.json and not args.from_json:
-        out = result.as_json()
-        out.update(winners=dma.winners(result), baseline_ratios=dma.baseline_ratios(result), targets=dma.targets(result))
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=1))
-        console.print(f"json: {args.json}")
+        _save_json(console, args.json, result, winners=dma.winners(result), baseline_ratios=dma.baseline_ratios(result),
+                   targets=dma.targets(result))
     return 0
 
 
@@ -290,9 +294,7 @@ def run_interference(args, console: Console | None = None) -> int:
         console.print(f"[yellow]note:[/yellow] {note}")
     interference.plot(result, args.plot)
     console.print(f"plot: {args.plot}")
-    if args.json:
-        _write_json(args.json, result)
-        console.print(f"json: {args.json}")
+    _save_json(console, args.json, result)
     return 0
 
 
@@ -357,9 +359,7 @@ def run_loop(args, console: Console | None = None) -> int:
             console.print(f"[yellow]note:[/yellow] {r.case} {r.model}: {note}")
     loop.plot(result, args.plot)
     console.print(f"plot: {args.plot}")
-    if args.json:
-        _write_json(args.json, result)
-        console.print(f"json: {args.json}")
+    _save_json(console, args.json, result)
     wrong = [f"{r.case} {r.model}" for r in result.rows if not r.ok]
     if wrong:
         console.print(f"[red]results differ from PyTorch: {', '.join(wrong)}[/red]")
@@ -552,9 +552,7 @@ def run_comm(args, console: Console | None = None) -> int:
         console.print(f"[yellow]note:[/yellow] {note[:1500]}")
     comm_plot.plot(result, args.plot)
     console.print(f"plot: {args.plot}")
-    if args.json:
-        _write_json(args.json, result)
-        console.print(f"json: {args.json}")
+    _save_json(console, args.json, result)
     failed = [f"{r.op} {_size(r.bytes)}" for r in result.rows if r.error]
     if failed:
         console.print(f"[red]failed: {', '.join(failed)}[/red]")
@@ -596,9 +594,7 @@ def run_plan_scale(args, console: Console | None = None) -> int:
 
         result = plan_scale.run(names, args.runtime, step)
     console.print(plan_scale_table(result))
-    if args.json:
-        _write_json(args.json, result)
-        console.print(f"json: {args.json}")
+    _save_json(console, args.json, result)
     return 0
 
 
@@ -635,9 +631,7 @@ def run_tune(args, console: Console | None = None) -> int:
                   f"{s['chosen_us']:.1f}" if s["chosen_us"] else "-", str(s["best"]), f"{s['best_us']:.1f}",
                   f"{s['speedup']:.2f}" if s["speedup"] else "-")
     console.print(t)
-    if args.json:
-        _write_json(args.json, result)
-        console.print(f"json: {args.json}")
+    _save_json(console, args.json, result)
     return 0
 
 

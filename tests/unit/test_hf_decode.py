@@ -39,19 +39,25 @@ def _inputs(built, extra: dict) -> dict:
     return out
 
 
+def _prompted(module, batch: int, length: int, seed: int):
+    """The module run on `batch` random prompts of `length` tokens: the ids, its output, and its caches laid out as
+    the decode model's (CAPACITY rows a sequence)."""
+    ids = torch.randint(0, 96, (batch, length), generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        out = module(ids, use_cache=True)
+    c = module.config
+    d = c.hidden_size // c.num_attention_heads
+    return ids, out, caches_from(out.past_key_values, length, CAPACITY, c.num_key_value_heads, d)
+
+
 @pytest.mark.parametrize(("kind", "tied"), [("llama", False), ("qwen2", False), ("llama", True)])
 def test_prefill_and_greedy_decode_match_the_module_step_by_step(kind, tied):
     module = _module(kind, tied)
-    ids = torch.randint(0, 96, (1, PROMPT), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        first = module(ids, use_cache=True)
+    ids, first, caches = _prompted(module, 1, PROMPT, seed=1)
     prefill = build(module, CAPACITY, prompt=PROMPT)
     values = evaluate(prefill.model, _inputs(prefill, {"ids": ids[0].numpy().astype(np.int32)}))
     logits = values[prefill.model.outputs[0]]
     assert np.allclose(logits, first.logits[0].double().numpy(), atol=1e-4, rtol=1e-4)
-    c = module.config
-    d = c.hidden_size // c.num_attention_heads
-    caches = caches_from(first.past_key_values, PROMPT, CAPACITY, c.num_key_value_heads, d)
     written = {t.name: values[t.id] for t in prefill.model.tensors if t.name.endswith(("cache_k", "cache_v"))}
     for name, rows in caches.items():
         assert np.allclose(written[name][0, :PROMPT], rows[0, :PROMPT], atol=1e-5), name  # the prefill wrote them
@@ -89,12 +95,8 @@ def _decode_alongside(module, first, caches, positions):
 def test_a_batch_decodes_as_the_module_does_its_batch():
     """Three prompts of one length through the module at once; the decode model of batch 3 takes its cache."""
     module = _module("qwen2")
-    ids = torch.randint(0, 96, (3, PROMPT), generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        first = module(ids, use_cache=True)
+    _, first, caches = _prompted(module, 3, PROMPT, seed=2)
     c = module.config
-    caches = caches_from(first.past_key_values, PROMPT, CAPACITY, c.num_key_value_heads,
-                         c.hidden_size // c.num_attention_heads)
     assert caches["l0_cache_k"].shape == (3, CAPACITY, c.num_key_value_heads * c.hidden_size // c.num_attention_heads)
     _decode_alongside(module, first, caches, np.full(3, PROMPT))
 
@@ -107,10 +109,7 @@ def test_sequences_at_different_positions_each_decode_as_if_alone():
     kv, d = c.num_key_value_heads, c.hidden_size // c.num_attention_heads
     lengths, caches, tokens, alone = (5, 11), {}, [], []
     for b, n in enumerate(lengths):
-        ids = torch.randint(0, 96, (1, n), generator=torch.Generator().manual_seed(10 + b))
-        with torch.no_grad():
-            out = module(ids, use_cache=True)
-        one = caches_from(out.past_key_values, n, CAPACITY, kv, d)
+        _, out, one = _prompted(module, 1, n, seed=10 + b)
         alone.append(one)
         for name, rows in one.items():
             caches.setdefault(name, np.zeros((len(lengths), CAPACITY, kv * d)))[b] = rows[0]
@@ -133,12 +132,7 @@ def test_a_sampling_decode_draws_what_the_numpy_sampler_draws_from_the_modules_l
     within rounding of a boundary; the first token is drawn on the host alike (step = the prompt's last position)."""
     module = _module("llama")
     cfg = dict(temperature=0.9, top_k=20, top_p=0.9, seed=(1 << 64) - 5)
-    ids = torch.randint(0, 96, (2, PROMPT), generator=torch.Generator().manual_seed(3))
-    with torch.no_grad():
-        first = module(ids, use_cache=True)
-    c = module.config
-    caches = caches_from(first.past_key_values, PROMPT, CAPACITY, c.num_key_value_heads,
-                         c.hidden_size // c.num_attention_heads)
+    _, first, caches = _prompted(module, 2, PROMPT, seed=3)
     decode = build(module, CAPACITY, ring=16, batch=2, sampling=cfg)
     assert [op.kind for op in decode.model.ops].count("sample") == 1
     assert "argmax" not in [op.kind for op in decode.model.ops]

@@ -37,6 +37,21 @@ def _generate(model: Model, sms: int):
     return model, plan, generate(model, plan)
 
 
+def _ptxas_log(text: str, name: str) -> str:
+    """NVRTC's log of compiling `text` for sm_90a with ptxas's report (registers, spills) in it."""
+    from cupy.cuda import nvrtc
+
+    from driver.gpu import compile
+
+    prog = nvrtc.createProgram(compile._keyed(text), f"{name}.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, [*compile.options((f"-I{INCLUDE_DIR}",)), "--gpu-architecture=sm_90a",
+                                    "--ptxas-options=-v"])
+        return nvrtc.getProgramLog(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
 def _two_matmuls(dtype: str) -> Model:
     """On 8 SMs: 128 x 256 wgmma tiles (600 rows, N = 520) and 128 x 128 ones (N = 136); every edge ragged."""
     m = Model(f"two-{dtype}")
@@ -198,18 +213,8 @@ def test_named_models_compile_for_sm90a(name, loader):
 def test_the_wgmma_tile_keeps_its_accumulators_in_registers(name, loader):
     """ptxas on the sm_90a kernel: no spills (a spilled accumulator would also serialise the wgmma pipeline);
     `grid` has every block shape, 64-row ones with their exchange of sums included."""
-    from cupy.cuda import nvrtc
-
-    from driver.gpu import compile
-
     _, _, src = _generate(models.named(name), sms=132) if name != "grid" else _generate(_grid(1000), sms=2)
-    prog = nvrtc.createProgram(compile._keyed(src.text), f"{name}.cu", [], [])
-    try:
-        nvrtc.compileProgram(prog, [*compile.options((f"-I{INCLUDE_DIR}",)), "--gpu-architecture=sm_90a",
-                                    "--ptxas-options=-v"])
-        log = nvrtc.getProgramLog(prog)
-    finally:
-        nvrtc.destroyProgram(prog)
+    log = _ptxas_log(src.text, name)
     assert "0 bytes spill stores, 0 bytes spill loads" in log, log
     assert "Potential Performance Loss" not in log, log  # ptxas's note when it serialises wgmma
 
@@ -245,11 +250,8 @@ def test_a_gpu_without_wgmma_gets_no_sm90_tile_and_no_sm90a_build():
 def test_fused_epilogues_are_staged_where_measured_and_compile_in_every_block(loader):
     """A bias and erf-GELU fused into every block: staged through the ring where the measured table says so (the
     256-column blocks), unrolled elsewhere, each compiled for sm_90a without spills."""
-    from cupy.cuda import nvrtc
-
     from ark_runtime.lower import LowerOptions, lower
     from ark_runtime.ops.measured import decide
-    from driver.gpu import compile
 
     m = Model("epilogues")
     x = m.input("x", (512, 136), "bf16")
@@ -266,11 +268,5 @@ def test_fused_epilogues_are_staged_where_measured_and_compile_in_every_block(lo
         assert v["epilogue"] == want
         call = f"{_tile(loader)}<__nv_bfloat16, {bm}, {bn}, {v['stages']}"
         assert (call + ", true>" in text) == (want == "staged") and call in text
-    prog = nvrtc.createProgram(compile._keyed(text), "epilogues.cu", [], [])
-    try:
-        nvrtc.compileProgram(prog, [*compile.options((f"-I{INCLUDE_DIR}",)), "--gpu-architecture=sm_90a",
-                                    "--ptxas-options=-v"])
-        log = nvrtc.getProgramLog(prog)
-    finally:
-        nvrtc.destroyProgram(prog)
+    log = _ptxas_log(text, "epilogues")
     assert "0 bytes spill stores, 0 bytes spill loads" in log, log
